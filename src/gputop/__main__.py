@@ -1,0 +1,3 @@
+from gputop.cli import main
+
+raise SystemExit(main())

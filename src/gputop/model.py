@@ -1,0 +1,481 @@
+"""The Snapshot: the one thing that crosses from collection to the rest of gputop.
+
+One frozen `Snapshot` per tick. Every measured field holds either its value or a `Missing` that says
+why there is none (unsupported, needs privilege, GPU lost, stale since T, not sampled yet, error).
+A recording is a sequence of Snapshots, and so is a test fixture.
+
+`to_dict` / `from_dict` give the documented JSON shape (docs/json.md): measured fields that are
+missing appear as `null`, and the object's `unavailable` map says why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar, Union
+
+SCHEMA = "gputop.snapshot/1"
+
+T = TypeVar("T")
+
+REASONS = (
+    "unsupported",  # the device, driver or VM does not offer it; not asked again
+    "no_permission",  # needs privileges gputop does not have
+    "gpu_lost",  # the GPU fell off the bus
+    "stale",  # the last value is older than the poll; `since` says from when
+    "pending",  # on a slower cadence and not sampled yet
+    "not_visible",  # process in another PID namespace (a container): host facts unknown
+    "error",  # the call failed; `detail` says how
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Missing:
+    """Why a field has no value."""
+
+    reason: str
+    since: float | None = None
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        if self.reason not in REASONS:
+            raise ValueError(f"unknown Missing reason {self.reason!r}")
+
+    def __bool__(self) -> bool:
+        return False
+
+    def label(self) -> str:
+        """A short word for a table cell: never a bare "N/A"."""
+        return _LABELS[self.reason]
+
+
+_LABELS = {
+    "unsupported": "n/s",
+    "no_permission": "no perm",
+    "gpu_lost": "LOST",
+    "stale": "stale",
+    "pending": "…",
+    "not_visible": "hidden",
+    "error": "err",
+}
+
+UNSUPPORTED = Missing("unsupported")
+PENDING = Missing("pending")
+
+Val = Union[T, Missing]
+
+
+def present(v: Any) -> bool:
+    return not isinstance(v, Missing)
+
+
+def value(v: Val[T], default: Any = None) -> T | Any:
+    return default if isinstance(v, Missing) else v
+
+
+# ----------------------------------------------------------------------------------------------
+# Samples
+
+
+@dataclass(frozen=True, slots=True)
+class MigDevice:
+    gpu_instance: int
+    compute_instance: int
+    uuid: Val[str] = PENDING
+    name: Val[str] = PENDING
+    mem_total: Val[int] = PENDING  # bytes
+    mem_used: Val[int] = PENDING
+    sm_active: Val[float] = PENDING  # % (GPM per instance)
+
+    _measured: ClassVar[tuple[str, ...]] = ("uuid", "name", "mem_total", "mem_used", "sm_active")
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceSample:
+    """One GPU at one tick. Units: bytes, °C, W, MHz, %, bytes/s."""
+
+    index: int
+    vendor: str  # "nvidia" | "amd"
+    name: str
+    uuid: str
+    pci_bus_id: str
+    lost: Missing | None = None  # Missing("gpu_lost", since=T) once the GPU fell off the bus
+
+    util_gpu: Val[float] = PENDING  # % of time a kernel ran (NVML: copies count as busy too)
+    util_mem: Val[float] = PENDING  # % of time device memory was read or written
+    mem_total: Val[int] = PENDING
+    mem_used: Val[int] = PENDING  # used by processes (NVML v2 "used")
+    mem_reserved: Val[int] = PENDING  # held by driver and firmware (NVML v2 "reserved")
+    mem_free: Val[int] = PENDING
+    temp_gpu: Val[float] = PENDING
+    temp_mem: Val[float] = PENDING
+    temp_slowdown: Val[float] = PENDING  # HW slowdown threshold
+    temp_shutdown: Val[float] = PENDING
+    temp_max_operating: Val[float] = PENDING  # GPU max operating temperature (SW slowdown)
+    temp_margin: Val[float] = PENDING  # °C left before the nearest slowdown threshold
+    power_draw: Val[float] = PENDING  # W
+    power_limit: Val[float] = PENDING  # enforced limit, W
+    power_default_limit: Val[float] = PENDING
+    energy_j: Val[float] = PENDING  # since driver load
+    clock_sm: Val[int] = PENDING
+    clock_sm_max: Val[int] = PENDING
+    clock_mem: Val[int] = PENDING
+    clock_mem_max: Val[int] = PENDING
+    pstate: Val[int] = PENDING
+    fan: Val[float] = PENDING  # %
+    persistence_mode: Val[bool] = PENDING
+    compute_capability: Val[str] = PENDING
+    throttle: Val[tuple[str, ...]] = PENDING  # active clock-event reasons, names from THROTTLE
+    throttle_time: Val[Mapping[str, float]] = PENDING  # cumulative seconds per reason
+    pcie_gen: Val[int] = PENDING
+    pcie_gen_max: Val[int] = PENDING
+    pcie_width: Val[int] = PENDING
+    pcie_width_max: Val[int] = PENDING
+    pcie_rx: Val[float] = PENDING  # bytes/s
+    pcie_tx: Val[float] = PENDING
+    pcie_replays: Val[int] = PENDING
+    enc_util: Val[float] = PENDING
+    dec_util: Val[float] = PENDING
+    ecc_enabled: Val[bool] = PENDING
+    ecc_corrected: Val[int] = PENDING  # volatile (since driver load)
+    ecc_uncorrected: Val[int] = PENDING
+    remapped_corrected: Val[int] = PENDING
+    remapped_uncorrected: Val[int] = PENDING
+    remap_pending: Val[bool] = PENDING
+    remap_failed: Val[bool] = PENDING
+    mig_enabled: Val[bool] = PENDING
+    mig_devices: tuple[MigDevice, ...] = ()
+    gr_active: Val[float] = PENDING  # GPM (Hopper+): % time the graphics/compute engine was busy
+    sm_active: Val[float] = PENDING  # GPM: % of SMs busy
+    sm_occupancy: Val[float] = PENDING  # GPM: warps resident vs max
+    tensor_active: Val[float] = PENDING  # GPM: tensor pipes busy
+    dram_active: Val[float] = PENDING  # GPM: % of peak DRAM bandwidth
+    numa_node: Val[int] = PENDING
+    cpu_affinity: Val[str] = PENDING  # CPU list, e.g. "0-51,104-155"
+
+    _measured: ClassVar[tuple[str, ...]] = ()  # filled below
+    _nested: ClassVar[dict[str, type]] = {"mig_devices": MigDevice}
+
+
+DeviceSample._measured = tuple(
+    f.name for f in dataclasses.fields(DeviceSample)
+    if f.name not in ("index", "vendor", "name", "uuid", "pci_bus_id", "lost", "mig_devices")
+)
+
+# Clock-event (throttle) reasons, vendor-neutral names. NVML bit values in sources/nvml.py.
+THROTTLE = (
+    "gpu_idle",
+    "app_clocks",
+    "sw_power_cap",
+    "hw_slowdown",
+    "sync_boost",
+    "sw_thermal",
+    "hw_thermal",
+    "hw_power_brake",
+    "display_clocks",
+    "board_limit",  # AMD PPT / board power limits
+    "current_limit",  # AMD TDC/EDC
+    "prochot",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class JobInfo:
+    """Where a process runs: container, Kubernetes pod, Slurm job. None means "not in one"."""
+
+    container_id: str | None = None
+    container_runtime: str | None = None  # docker, containerd, cri-o, podman, lxc
+    pod_uid: str | None = None
+    pod_name: str | None = None
+    pod_namespace: str | None = None
+    slurm_job_id: str | None = None
+    systemd_unit: str | None = None
+
+    def label(self) -> str:
+        if self.slurm_job_id:
+            return f"slurm:{self.slurm_job_id}"
+        if self.pod_name:
+            return f"pod:{self.pod_namespace + '/' if self.pod_namespace else ''}{self.pod_name}"
+        if self.pod_uid:
+            return f"pod:{self.pod_uid[:8]}"
+        if self.container_id:
+            return f"{self.container_runtime or 'ctr'}:{self.container_id[:12]}"
+        return ""
+
+
+@dataclass(frozen=True, slots=True)
+class ChildProcess:
+    """A child of a GPU process with no GPU context of its own: a DataLoader worker, usually."""
+
+    pid: int
+    name: str
+    cpu_percent: float
+    rss: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessSample:
+    """One process on one GPU. A process on two GPUs appears twice."""
+
+    pid: int
+    device_index: int
+    kind: str = "compute"  # compute | graphics | compute+graphics
+    gpu_mem: Val[int] = PENDING  # bytes (NVML: allocator reserved + CUDA context)
+    sm_util: Val[float] = PENDING
+    mem_util: Val[float] = PENDING
+    gpu_instance: int | None = None  # MIG
+    compute_instance: int | None = None
+    # From the host; Missing("not_visible") when the PID lives in another PID namespace.
+    user: Val[str] = PENDING
+    name: Val[str] = PENDING
+    cmdline: Val[tuple[str, ...]] = PENDING
+    cpu_percent: Val[float] = PENDING
+    rss: Val[int] = PENDING
+    create_time: Val[float] = PENDING  # epoch seconds
+    job: JobInfo | None = None
+    children: tuple[ChildProcess, ...] = ()
+
+    _measured: ClassVar[tuple[str, ...]] = (
+        "gpu_mem", "sm_util", "mem_util", "user", "name", "cmdline", "cpu_percent", "rss",
+        "create_time",
+    )
+    _nested: ClassVar[dict[str, type]] = {"job": JobInfo, "children": ChildProcess}
+
+    @property
+    def key(self) -> str:
+        return f"{self.device_index}:{self.pid}"
+
+
+@dataclass(frozen=True, slots=True)
+class LinkSample:
+    """One GPU interconnect link (NVLink or xGMI) of one device."""
+
+    device_index: int
+    link: int
+    kind: str  # nvlink | xgmi
+    up: Val[bool] = PENDING
+    version: Val[str] = PENDING
+    remote_bus_id: Val[str] = PENDING
+    remote_kind: Val[str] = PENDING  # gpu | switch | cpu | unknown
+    speed: Val[float] = PENDING  # bytes/s per direction, nominal
+    rx: Val[float] = PENDING  # bytes/s
+    tx: Val[float] = PENDING
+    errors: Val[Mapping[str, int]] = PENDING  # cumulative: crc_flit, crc_data, replay, recovery
+
+    _measured: ClassVar[tuple[str, ...]] = (
+        "up", "version", "remote_bus_id", "remote_kind", "speed", "rx", "tx", "errors",
+    )
+
+    @property
+    def key(self) -> str:
+        return f"{self.device_index}:{self.link}"
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    """GPU-to-GPU paths as `nvidia-smi topo -m` shows them: X, NV#, PIX, PXB, PHB, NODE, SYS."""
+
+    matrix: tuple[tuple[str, ...], ...] = ()
+    cpu_affinity: tuple[str, ...] = ()
+    numa_affinity: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class HostSample:
+    hostname: str = ""
+    cpu_count: int = 0
+    cpu_percent: Val[float] = PENDING
+    cpu_percent_per_core: tuple[float, ...] = ()
+    iowait_percent: Val[float] = PENDING
+    load_avg: Val[tuple[float, float, float]] = PENDING
+    mem_total: Val[int] = PENDING
+    mem_used: Val[int] = PENDING
+    mem_available: Val[int] = PENDING
+    swap_used: Val[int] = PENDING
+    psi_cpu_some: Val[float] = PENDING  # /proc/pressure/cpu some avg10, %
+    psi_io_some: Val[float] = PENDING
+    psi_mem_some: Val[float] = PENDING
+
+    _measured: ClassVar[tuple[str, ...]] = (
+        "cpu_percent", "iowait_percent", "load_avg", "mem_total", "mem_used", "mem_available",
+        "swap_used", "psi_cpu_some", "psi_io_some", "psi_mem_some",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SystemInfo:
+    """Slow facts about the node and its GPU software."""
+
+    hostname: str = ""
+    backends: tuple[str, ...] = ()  # e.g. ("nvml",)
+    driver_version: Val[str] = PENDING
+    cuda_version: Val[str] = PENDING  # CUDA driver API version, e.g. "13.0"
+    nvml_version: Val[str] = PENDING
+    rocm_version: Val[str] = PENDING
+    gputop_version: str = ""
+
+    _measured: ClassVar[tuple[str, ...]] = (
+        "driver_version", "cuda_version", "nvml_version", "rocm_version",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    time: float  # epoch seconds when the tick was taken
+    system: SystemInfo
+    host: HostSample
+    devices: tuple[DeviceSample, ...] = ()
+    processes: tuple[ProcessSample, ...] = ()
+    links: tuple[LinkSample, ...] = ()
+    topology: Topology | None = None
+    warnings: tuple[str, ...] = ()  # things the user should know this tick (a GPU lost, a slow poll)
+
+    _nested: ClassVar[dict[str, type]] = {
+        "system": SystemInfo,
+        "host": HostSample,
+        "devices": DeviceSample,
+        "processes": ProcessSample,
+        "links": LinkSample,
+        "topology": Topology,
+    }
+
+    def device(self, index: int) -> DeviceSample | None:
+        for d in self.devices:
+            if d.index == index:
+                return d
+        return None
+
+    def processes_on(self, index: int) -> tuple[ProcessSample, ...]:
+        return tuple(p for p in self.processes if p.device_index == index)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"schema": SCHEMA}
+        out.update(to_dict(self))
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Snapshot:
+        schema = d.get("schema", SCHEMA)
+        if not isinstance(schema, str) or not schema.startswith("gputop.snapshot/"):
+            raise ValueError(f"not a gputop snapshot (schema {schema!r})")
+        return from_dict(cls, d)
+
+
+# ----------------------------------------------------------------------------------------------
+# JSON shape: plain values, measured fields missing -> null plus "unavailable": {field: {...}}.
+
+
+def missing_to_dict(m: Missing) -> dict[str, Any]:
+    out: dict[str, Any] = {"reason": m.reason}
+    if m.since is not None:
+        out["since"] = m.since
+    if m.detail:
+        out["detail"] = m.detail
+    return out
+
+
+def missing_from_dict(d: Mapping[str, Any]) -> Missing:
+    return Missing(str(d["reason"]), d.get("since"), str(d.get("detail", "")))
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, tuple):
+        return [_plain(x) for x in v]
+    if isinstance(v, Mapping):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if dataclasses.is_dataclass(v):
+        return to_dict(v)
+    return v
+
+
+def to_dict(obj: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    unavailable: dict[str, Any] = {}
+    for f in dataclasses.fields(obj):
+        v = getattr(obj, f.name)
+        if isinstance(v, Missing):
+            if f.name == "lost":
+                out[f.name] = missing_to_dict(v)
+                continue
+            out[f.name] = None
+            unavailable[f.name] = missing_to_dict(v)
+        else:
+            out[f.name] = _plain(v)
+    if unavailable:
+        out["unavailable"] = unavailable
+    return out
+
+
+_TUPLE_OF_TUPLES = {"matrix"}
+
+
+def _unplain(name: str, v: Any) -> Any:
+    if isinstance(v, list):
+        if name in _TUPLE_OF_TUPLES:
+            return tuple(tuple(row) for row in v)
+        return tuple(v)
+    return v
+
+
+def from_dict(cls: type[T], d: Mapping[str, Any]) -> T:
+    nested: dict[str, type] = getattr(cls, "_nested", {})
+    unavailable: Mapping[str, Any] = d.get("unavailable") or {}
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        name = f.name
+        if name in unavailable:
+            kwargs[name] = missing_from_dict(unavailable[name])
+            continue
+        if name not in d:
+            continue  # the dataclass default applies
+        v = d[name]
+        if name == "lost":
+            kwargs[name] = None if v is None else missing_from_dict(v)
+        elif name in nested and v is not None:
+            sub = nested[name]
+            if isinstance(v, list):
+                kwargs[name] = tuple(from_dict(sub, x) for x in v)
+            else:
+                kwargs[name] = from_dict(sub, v)
+        elif v is None:
+            kwargs[name] = Missing("error", detail="null without a reason")
+            if name in ("job", "topology"):
+                kwargs[name] = None
+        else:
+            kwargs[name] = _unplain(name, v)
+    return cls(**kwargs)
+
+
+def replace(obj: T, **changes: Any) -> T:
+    return dataclasses.replace(obj, **changes)  # type: ignore[type-var]
+
+
+def mark_all(obj: T, missing: Missing, names: Iterable[str] | None = None) -> T:
+    """A copy of `obj` with every measured field (or those named) set to `missing`."""
+    fields = tuple(names) if names is not None else obj._measured  # type: ignore[attr-defined]
+    return dataclasses.replace(obj, **{n: missing for n in fields})  # type: ignore[type-var]
+
+
+EMPTY_HOST = HostSample()
+__all__ = [
+    "PENDING",
+    "REASONS",
+    "SCHEMA",
+    "THROTTLE",
+    "UNSUPPORTED",
+    "ChildProcess",
+    "DeviceSample",
+    "HostSample",
+    "JobInfo",
+    "LinkSample",
+    "MigDevice",
+    "Missing",
+    "ProcessSample",
+    "Snapshot",
+    "SystemInfo",
+    "Topology",
+    "Val",
+    "present",
+    "value",
+]

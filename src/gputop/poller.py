@@ -1,0 +1,133 @@
+"""Puts the sources together: one Snapshot per tick, blocking vendor calls kept off the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import socket
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Protocol
+
+from gputop import __version__
+from gputop.errors import BackendUnavailable
+from gputop.model import HostSample, Missing, ProcessSample, Snapshot, SystemInfo
+from gputop.sources.base import GpuSource, GpuTick, SourceInfo
+
+
+class HostSourceLike(Protocol):
+    def sample(self, now: float) -> HostSample: ...
+
+    def enrich(self, processes: Sequence[ProcessSample], now: float) -> list[ProcessSample]: ...
+
+
+class Poller:
+    """Polls every open GPU source and the host; `poll_once` blocks, `stream` is async."""
+
+    def __init__(self, sources: Sequence[GpuSource], host: HostSourceLike | None = None, *,
+                 devices: set[int] | None = None, clock: Callable[[], float] = time.time) -> None:
+        self._candidates = list(sources)
+        self._host = host
+        self._only = devices
+        self._clock = clock
+        self.sources: list[GpuSource] = []
+        self.infos: list[SourceInfo] = []
+        self.open_warnings: list[str] = []
+        self._offsets: list[int] = []
+        self._system = SystemInfo()
+
+    def open(self) -> None:
+        """Opens every source that can be opened. Raises BackendUnavailable, with the most useful
+        reason, only when none can."""
+        failures: list[BackendUnavailable] = []
+        for src in self._candidates:
+            try:
+                info = src.open()
+            except BackendUnavailable as e:
+                failures.append(e)
+                continue
+            self.sources.append(src)
+            self.infos.append(info)
+        if not self.sources:
+            if failures:
+                # A driver/library problem says more than "no AMD library here".
+                failures.sort(key=lambda e: getattr(e, "priority", 0), reverse=True)
+                raise failures[0]
+            raise BackendUnavailable("no GPU backend available")
+        self.open_warnings = [str(e) for e in failures if getattr(e, "priority", 0) > 0]
+        self._system = self._system_info()
+
+    def _system_info(self) -> SystemInfo:
+        def first(attr: str) -> str | Missing:
+            for info in self.infos:
+                v = getattr(info, attr)
+                if v:
+                    return str(v)
+            return Missing("unsupported")
+
+        return SystemInfo(
+            hostname=socket.gethostname(),
+            backends=tuple(i.backend for i in self.infos),
+            driver_version=first("driver_version"),
+            cuda_version=first("cuda_version"),
+            nvml_version=first("nvml_version"),
+            rocm_version=first("rocm_version"),
+            gputop_version=__version__,
+        )
+
+    def poll_once(self) -> Snapshot:
+        now = self._clock()
+        merged = GpuTick()
+        offset = 0
+        for src in self.sources:
+            tick = src.poll(now)
+            merged.devices += [_shift(d, "index", offset) for d in tick.devices]
+            merged.processes += [_shift(p, "device_index", offset) for p in tick.processes]
+            merged.links += [_shift(lk, "device_index", offset) for lk in tick.links]
+            merged.warnings += tick.warnings
+            if merged.topology is None:
+                merged.topology = tick.topology
+            offset += len(tick.devices)
+        if self._only is not None:
+            merged.devices = [d for d in merged.devices if d.index in self._only]
+            merged.processes = [p for p in merged.processes if p.device_index in self._only]
+            merged.links = [lk for lk in merged.links if lk.device_index in self._only]
+        host = HostSample()
+        processes = merged.processes
+        if self._host is not None:
+            host = self._host.sample(now)
+            processes = self._host.enrich(processes, now)
+        return Snapshot(
+            time=now,
+            system=self._system,
+            host=host,
+            devices=tuple(merged.devices),
+            processes=tuple(processes),
+            links=tuple(merged.links),
+            topology=merged.topology,
+            warnings=tuple(self.open_warnings + merged.warnings),
+        )
+
+    async def poll(self) -> Snapshot:
+        return await asyncio.to_thread(self.poll_once)
+
+    async def stream(self, interval: float) -> AsyncIterator[Snapshot]:
+        """One Snapshot every `interval` seconds. A slow poll stretches the interval instead of
+        stacking polls up."""
+        loop = asyncio.get_running_loop()
+        while True:
+            started = loop.time()
+            yield await self.poll()
+            await asyncio.sleep(max(0.0, interval - (loop.time() - started)))
+
+    def close(self) -> None:
+        for src in self.sources:
+            try:
+                src.close()
+            except Exception:  # closing must never mask the reason we are closing
+                pass
+        self.sources.clear()
+
+
+def _shift(obj, attr: str, offset: int):  # type: ignore[no-untyped-def]
+    return obj if offset == 0 else dataclasses.replace(obj, **{attr: getattr(obj, attr) + offset})

@@ -1,0 +1,44 @@
+"""The interface every GPU source implements, and what one poll of it returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from gputop.model import DeviceSample, LinkSample, ProcessSample, Topology
+
+
+@dataclass
+class GpuTick:
+    """What one GPU source saw in one poll. Processes carry only GPU-side facts; the host source
+    adds user, command line, CPU and job."""
+
+    devices: list[DeviceSample] = field(default_factory=list)
+    processes: list[ProcessSample] = field(default_factory=list)
+    links: list[LinkSample] = field(default_factory=list)
+    topology: Topology | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SourceInfo:
+    backend: str  # "nvml" | "amdsmi"
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    nvml_version: str | None = None
+    rocm_version: str | None = None
+
+
+class GpuSource(Protocol):
+    """A GPU vendor backend. `open` raises BackendUnavailable (with a one-line reason) when the
+    vendor library, driver or GPUs are not there. `poll` blocks (vendor calls are synchronous), so
+    callers run it in a thread; it never raises for one device's trouble: a lost GPU or an
+    unsupported metric becomes a Missing in the sample."""
+
+    name: str
+
+    def open(self) -> SourceInfo: ...
+
+    def poll(self, now: float) -> GpuTick: ...
+
+    def close(self) -> None: ...

@@ -439,9 +439,8 @@ def from_dict(cls: type[T], d: Mapping[str, Any]) -> T:
             else:
                 kwargs[name] = from_dict(sub, v)
         elif v is None:
-            kwargs[name] = Missing("error", detail="null without a reason")
-            if name in ("job", "topology"):
-                kwargs[name] = None
+            measured = name in getattr(cls, "_measured", ())
+            kwargs[name] = Missing("error", detail="null without a reason") if measured else None
         else:
             kwargs[name] = _unplain(name, v)
     return cls(**kwargs)

@@ -63,7 +63,7 @@ _LABELS = {
 UNSUPPORTED = Missing("unsupported")
 PENDING = Missing("pending")
 
-Val = Union[T, Missing]
+Val = Union[T, Missing]  # noqa: UP007 - a generic alias: Val[int]
 
 
 def present(v: Any) -> bool:
@@ -329,7 +329,7 @@ class Snapshot:
     processes: tuple[ProcessSample, ...] = ()
     links: tuple[LinkSample, ...] = ()
     topology: Topology | None = None
-    warnings: tuple[str, ...] = ()  # things the user should know this tick (a GPU lost, a slow poll)
+    warnings: tuple[str, ...] = ()  # what the user should know this tick (a GPU lost...)
 
     _nested: ClassVar[dict[str, type]] = {
         "system": SystemInfo,

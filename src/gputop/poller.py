@@ -1,4 +1,4 @@
-"""Puts the sources together: one Snapshot per tick, blocking vendor calls kept off the event loop."""
+"""Puts the sources together: one Snapshot per tick, vendor calls kept off the event loop."""
 
 from __future__ import annotations
 

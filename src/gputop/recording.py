@@ -26,7 +26,11 @@ FORMAT = "gputop-recording"
 VERSION = 1
 KEYFRAME_EVERY = 300  # ticks; a reader can seek to a keyframe
 _GZIP_WBITS = 31  # zlib: gzip container
-_KEYED = {"devices": ("index",), "processes": ("device_index", "pid"), "links": ("device_index", "link")}
+_KEYED = {
+    "devices": ("index",),
+    "processes": ("device_index", "pid"),
+    "links": ("device_index", "link"),
+}
 
 
 # ----------------------------------------------------------------------------------------------

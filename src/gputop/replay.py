@@ -1,0 +1,68 @@
+"""Feeds that play a recording as if it were live: the demo, and replay of a recorded run."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from importlib import resources
+from pathlib import Path
+
+from gputop.errors import RecordingError
+from gputop.model import Snapshot
+from gputop.recording import read_recording
+
+DEMO_FILE = "demo-8xh100.jsonl.gz"
+
+
+def demo_path() -> Path:
+    """The recording shipped inside the package: an 8-GPU training node."""
+    return Path(str(resources.files("gputop") / "data" / DEMO_FILE))
+
+
+class RecordingFeed:
+    """Plays Snapshots at `interval`, re-timed to the wall clock (so data age reads as live) and,
+    with `loop`, starting over at the end."""
+
+    def __init__(self, snapshots: Sequence[Snapshot], *, loop: bool = True, retime: bool = True,
+                 clock: Callable[[], float] = time.time, warning: str | None = None) -> None:
+        if not snapshots:
+            raise RecordingError("the recording holds no snapshots")
+        self.snapshots = list(snapshots)
+        self.loop = loop
+        self.retime = retime
+        self.warning = warning
+        self._clock = clock
+        self._i = 0
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], **kw: object) -> RecordingFeed:
+        result = read_recording(path)
+        return cls(result.snapshots, warning=result.warning, **kw)  # type: ignore[arg-type]
+
+    def next(self) -> Snapshot | None:
+        if self._i >= len(self.snapshots):
+            if not self.loop:
+                return None
+            self._i = 0
+        snap = self.snapshots[self._i]
+        self._i += 1
+        if self.retime:
+            snap = dataclasses.replace(snap, time=self._clock())
+        return snap
+
+    def poll_once(self) -> Snapshot:
+        snap = self.next()
+        if snap is None:
+            raise RecordingError("the recording has ended")
+        return snap
+
+    async def stream(self, interval: float) -> AsyncIterator[Snapshot]:
+        while (snap := self.next()) is not None:
+            yield snap
+            await asyncio.sleep(interval)
+
+    def close(self) -> None:
+        pass

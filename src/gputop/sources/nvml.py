@@ -1,0 +1,758 @@
+"""NVIDIA GPUs through NVML, with NVIDIA's own binding (`nvidia-ml-py`, module `pynvml`).
+
+Every NVML call goes through `_Device.ask`, which turns NVML's errors into gputop's `Missing`
+reasons once, here. A metric that answers NotSupported or NoPermission is not asked again. A GPU
+that answers GpuIsLost is marked lost and not polled again; the others keep updating.
+
+Cadence (costs measured on an H100, see docs/architecture.md):
+- once at open: names, ids, max clocks, thresholds, PCIe max link, topology matrix (~10 ms a pair);
+- every tick (~0.1 ms a GPU): utilization, memory, power, clocks, temperature, reasons, P-state,
+  fan, running processes;
+- every `slow_interval` (5 s): field values (throttle-time counters, HBM temperature, NVLink
+  traffic), GPM (SM active, tensor, DRAM), process utilization, margin, ECC, remapped rows, limits,
+  PCIe link and throughput, encoder/decoder. `nvmlDeviceGetPcieThroughput` blocks ~20 ms a call,
+  so it is used only where GPM cannot give PCIe traffic.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gputop.errors import BackendUnavailable, DriverMismatch
+from gputop.model import (
+    UNSUPPORTED,
+    DeviceSample,
+    LinkSample,
+    MigDevice,
+    Missing,
+    ProcessSample,
+    Topology,
+    mark_all,
+)
+from gputop.sources.base import GpuTick, SourceInfo
+
+# NVML clock-event reason bits (nvml.h, nvmlClocksEventReasons).
+REASON_BITS = {
+    0x001: "gpu_idle",
+    0x002: "app_clocks",
+    0x004: "sw_power_cap",
+    0x008: "hw_slowdown",
+    0x010: "sync_boost",
+    0x020: "sw_thermal",
+    0x040: "hw_thermal",
+    0x080: "hw_power_brake",
+    0x100: "display_clocks",
+}
+# Cumulative nanosecond counters per reason (field values 74, 76, 269-271).
+REASON_COUNTERS = {
+    "sw_power_cap": 74,
+    "sync_boost": 76,
+    "sw_thermal": 269,
+    "hw_thermal": 270,
+    "hw_power_brake": 271,
+}
+FI_MEMORY_TEMP = 82
+FI_NVLINK_DATA_TX = 138  # cumulative KiB; scopeId = link
+FI_NVLINK_DATA_RX = 139
+GPM_METRICS = {  # NVML_GPM_METRIC_* -> DeviceSample field
+    1: "gr_active",
+    2: "sm_active",
+    3: "sm_occupancy",
+    5: "tensor_active",
+    10: "dram_active",
+    20: "pcie_tx",  # MiB/s
+    21: "pcie_rx",
+}
+TOPOLOGY_LABELS = {0: "X", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
+NVLINK_VERSIONS = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7: "5.0", 8: "6.0"}
+NVLINK_REMOTE = {0: "gpu", 1: "cpu", 2: "switch"}
+NVLINK_ERRORS = {"replay": 0, "recovery": 1, "crc_flit": 2, "crc_data": 3}
+MIG_INSTANCE_NONE = 0xFFFFFFFF
+MIB = 1 << 20
+
+# NVML return codes (nvml.h); the binding maps them to NVMLError subclasses.
+ERR_UNINITIALIZED = 1
+ERR_INVALID_ARGUMENT = 2
+ERR_NOT_SUPPORTED = 3
+ERR_NO_PERMISSION = 4
+ERR_NOT_FOUND = 6
+ERR_DRIVER_NOT_LOADED = 9
+ERR_TIMEOUT = 10
+ERR_LIBRARY_NOT_FOUND = 12
+ERR_FUNCTION_NOT_FOUND = 13
+ERR_GPU_IS_LOST = 15
+ERR_LIB_RM_VERSION_MISMATCH = 18
+
+_UNSUPPORTED_CODES = {ERR_NOT_SUPPORTED, ERR_INVALID_ARGUMENT, ERR_FUNCTION_NOT_FOUND}
+
+
+class _Lost(Exception):
+    """Raised inside a device's poll when NVML says the GPU fell off the bus."""
+
+
+@dataclass
+class _Device:
+    index: int
+    handle: Any
+    nvml: Any
+    name: str = ""
+    uuid: str = ""
+    bus_id: str = ""
+    static: dict[str, Any] = field(default_factory=dict)  # DeviceSample fields read once
+    slow: dict[str, Any] = field(default_factory=dict)  # DeviceSample fields of the slow tick
+    off: dict[str, Missing] = field(default_factory=dict)  # metrics not to ask again
+    lost: Missing | None = None
+    links: list[LinkSample] = field(default_factory=list)
+    link_ids: list[int] = field(default_factory=list)
+    nvlink_prev: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
+    gpm_prev: Any = None
+    gpm_prev_time: float = 0.0
+    proc_util_seen: int = 0
+    proc_util: dict[int, tuple[float, float]] | Missing = field(default_factory=dict)
+    mig_handles: list[tuple[Any, int, int]] = field(default_factory=list)
+
+    def ask(self, metric: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Calls NVML; returns the value or a Missing. Raises _Lost when the GPU is gone."""
+        if metric in self.off:
+            return self.off[metric]
+        try:
+            return fn(*args)
+        except self.nvml.NVMLError as e:
+            code = getattr(e, "value", None)
+            if code == ERR_GPU_IS_LOST:
+                raise _Lost(str(e)) from None
+            if code in _UNSUPPORTED_CODES:
+                self.off[metric] = Missing("unsupported")
+                return self.off[metric]
+            if code == ERR_NO_PERMISSION:
+                self.off[metric] = Missing("no_permission")
+                return self.off[metric]
+            return Missing("error", detail=_err_text(e))
+
+
+def _err_text(e: BaseException) -> str:
+    try:
+        return str(e)
+    except Exception:  # pynvml's __str__ calls into the library, which may be gone
+        return f"NVML error {getattr(e, 'value', '?')}"
+
+
+def _ok(v: Any) -> bool:
+    return not isinstance(v, Missing)
+
+
+def _map(v: Any, f: Callable[[Any], Any]) -> Any:
+    return f(v) if _ok(v) else v
+
+
+def _text(v: Any) -> str:
+    return v.decode(errors="replace") if isinstance(v, bytes) else str(v)
+
+
+def _cpu_list(masks: Any) -> str:
+    """NVML's CPU affinity bitmask words -> "0-51,104-155"."""
+    cpus = [w * 64 + b for w, word in enumerate(masks) for b in range(64) if int(word) >> b & 1]
+    ranges: list[str] = []
+    start = prev = None
+    for c in [*cpus, None]:
+        if start is None:
+            start = prev = c
+        elif c is not None and c == prev + 1:
+            prev = c
+        else:
+            ranges.append(f"{start}" if start == prev else f"{start}-{prev}")
+            start = prev = c
+    return ",".join(ranges)
+
+
+def open_error(e: Exception) -> BackendUnavailable:
+    """The one-line message for an nvmlInit failure, saying what to do."""
+    code = getattr(e, "value", None)
+    if code == ERR_LIBRARY_NOT_FOUND:
+        return BackendUnavailable(
+            "NVIDIA driver library (libnvidia-ml.so.1) not found",
+            hint="install the NVIDIA driver, or run the container with GPU access (--gpus all)")
+    if code == ERR_DRIVER_NOT_LOADED:
+        return BackendUnavailable(
+            "NVIDIA driver is not loaded",
+            hint="load it (sudo modprobe nvidia) and check `dmesg` for why it did not load",
+            priority=1)
+    if code == ERR_NO_PERMISSION:
+        return BackendUnavailable(
+            "no permission to open the NVIDIA devices (/dev/nvidia*)",
+            hint="add your user to the group that owns them (often 'video'), or ask an admin",
+            priority=1)
+    if code == ERR_LIB_RM_VERSION_MISMATCH:
+        return DriverMismatch(
+            "NVIDIA driver/library version mismatch",
+            hint="the driver was upgraded without a reboot: reboot, or reload the nvidia kernel "
+                 "modules",
+            priority=2)
+    return BackendUnavailable(f"NVML failed to start ({_err_text(e)})", priority=1)
+
+
+class NvmlSource:
+    name = "nvml"
+
+    def __init__(self, lib: Any = None, *, slow_interval: float = 5.0,
+                 pcie_throughput: bool = True) -> None:
+        self._lib = lib
+        self.nvml: Any = None
+        self.slow_interval = slow_interval
+        self.pcie_throughput = pcie_throughput
+        self.devices: list[_Device] = []
+        self.topology: Topology | None = None
+        self._last_slow = float("-inf")
+        self._open = False
+
+    # ------------------------------------------------------------------------------------------
+    # open / close
+
+    def open(self) -> SourceInfo:
+        nvml = self._lib
+        if nvml is None:
+            try:
+                import pynvml as nvml
+            except ImportError:
+                raise BackendUnavailable(
+                    "nvidia-ml-py is not installed", hint="pip install nvidia-ml-py") from None
+        self.nvml = nvml
+        try:
+            nvml.nvmlInit()
+        except nvml.NVMLError as e:
+            raise open_error(e) from None
+        self._open = True
+        try:
+            count = nvml.nvmlDeviceGetCount()
+        except nvml.NVMLError as e:
+            self.close()
+            raise open_error(e) from None
+        if count == 0:
+            self.close()
+            raise BackendUnavailable("no NVIDIA GPU found",
+                                     hint="the driver is loaded but lists no device", priority=1)
+        for i in range(count):
+            try:
+                handle = nvml.nvmlDeviceGetHandleByIndex(i)
+            except nvml.NVMLError as e:
+                # A GPU can be lost before we start; show it as lost rather than hide it.
+                dev = _Device(i, None, nvml, name="(unavailable)")
+                dev.lost = Missing("gpu_lost", detail=_err_text(e))
+                self.devices.append(dev)
+                continue
+            dev = _Device(i, handle, nvml)
+            try:
+                self._read_static(dev)
+            except _Lost as e:
+                dev.lost = Missing("gpu_lost", detail=str(e))
+            self.devices.append(dev)
+        self.topology = self._read_topology()
+        return self._info()
+
+    def _info(self) -> SourceInfo:
+        nvml = self.nvml
+        info = SourceInfo(backend="nvml")
+        try:
+            info.driver_version = _text(nvml.nvmlSystemGetDriverVersion())
+        except nvml.NVMLError:
+            pass
+        try:
+            v = nvml.nvmlSystemGetCudaDriverVersion_v2()
+            info.cuda_version = f"{v // 1000}.{v % 1000 // 10}"
+        except nvml.NVMLError:
+            pass
+        try:
+            info.nvml_version = _text(nvml.nvmlSystemGetNVMLVersion())
+        except nvml.NVMLError:
+            pass
+        return info
+
+    def close(self) -> None:
+        if not self._open:
+            return
+        self._open = False
+        for dev in self.devices:
+            if dev.gpm_prev is not None:
+                try:
+                    self.nvml.nvmlGpmSampleFree(dev.gpm_prev)
+                except self.nvml.NVMLError:
+                    pass
+                dev.gpm_prev = None
+        try:
+            self.nvml.nvmlShutdown()
+        except self.nvml.NVMLError:
+            pass
+
+    # ------------------------------------------------------------------------------------------
+    # static facts
+
+    def _read_static(self, dev: _Device) -> None:
+        n, h = self.nvml, dev.handle
+        dev.name = _map(dev.ask("name", n.nvmlDeviceGetName, h), _text)
+        if not _ok(dev.name):
+            dev.name = "NVIDIA GPU"
+        uuid = dev.ask("uuid", n.nvmlDeviceGetUUID, h)
+        dev.uuid = _text(uuid) if _ok(uuid) else ""
+        pci = dev.ask("pci", n.nvmlDeviceGetPciInfo, h)
+        dev.bus_id = _text(pci.busId) if _ok(pci) else ""
+        s = dev.static
+        s["clock_sm_max"] = dev.ask("clock_sm_max", n.nvmlDeviceGetMaxClockInfo, h, 1)
+        s["clock_mem_max"] = dev.ask("clock_mem_max", n.nvmlDeviceGetMaxClockInfo, h, 2)
+        for key, which in (("temp_shutdown", 0), ("temp_slowdown", 1), ("temp_max_operating", 3)):
+            s[key] = _map(dev.ask(key, n.nvmlDeviceGetTemperatureThreshold, h, which), float)
+        s["power_default_limit"] = _map(
+            dev.ask("power_default_limit", n.nvmlDeviceGetPowerManagementDefaultLimit, h),
+            lambda mw: round(mw / 1000, 1))
+        s["compute_capability"] = _map(
+            dev.ask("compute_capability", n.nvmlDeviceGetCudaComputeCapability, h),
+            lambda cc: f"{cc[0]}.{cc[1]}")
+        s["pcie_gen_max"] = dev.ask("pcie_gen_max", n.nvmlDeviceGetMaxPcieLinkGeneration, h)
+        s["pcie_width_max"] = dev.ask("pcie_width_max", n.nvmlDeviceGetMaxPcieLinkWidth, h)
+        s["ecc_enabled"] = _map(dev.ask("ecc_mode", n.nvmlDeviceGetEccMode, h),
+                                lambda m: bool(m[0]))
+        s["numa_node"] = dev.ask("numa_node", n.nvmlDeviceGetNumaNodeId, h)
+        words = max(1, ((os.cpu_count() or 1) + 63) // 64)
+        s["cpu_affinity"] = _map(dev.ask("cpu_affinity", n.nvmlDeviceGetCpuAffinity, h, words),
+                                 _cpu_list)
+        self._read_links(dev)
+
+    def _read_links(self, dev: _Device) -> None:
+        n, h = self.nvml, dev.handle
+        max_links = int(getattr(n, "NVML_NVLINK_MAX_LINKS", 18))
+        for link in range(max_links):
+            try:
+                state = n.nvmlDeviceGetNvLinkState(h, link)
+            except n.NVMLError as e:
+                if getattr(e, "value", None) == ERR_GPU_IS_LOST:
+                    raise _Lost(_err_text(e)) from None
+                continue  # this link does not exist on this GPU (NotSupported/InvalidArgument)
+            dev.link_ids.append(link)
+            version = dev.ask(f"nvlink_version{link}", n.nvmlDeviceGetNvLinkVersion, h, link)
+            remote = dev.ask(f"nvlink_remote{link}", n.nvmlDeviceGetNvLinkRemotePciInfo, h, link)
+            rtype = dev.ask(f"nvlink_rtype{link}", n.nvmlDeviceGetNvLinkRemoteDeviceType, h, link)
+            dev.links.append(LinkSample(
+                device_index=dev.index, link=link, kind="nvlink",
+                up=bool(state),
+                version=_map(version, lambda v: NVLINK_VERSIONS.get(v, str(v))),
+                remote_bus_id=_map(remote, lambda p: _text(p.busId)),
+                remote_kind=_map(rtype, lambda t: NVLINK_REMOTE.get(t, "unknown")),
+            ))
+
+    def _read_topology(self) -> Topology | None:
+        devs = [d for d in self.devices if d.lost is None]
+        if not devs:
+            return None
+        by_bus = {d.bus_id.lower(): d.index for d in devs}
+        rows: list[tuple[str, ...]] = []
+        for a in devs:
+            row = []
+            for b in devs:
+                row.append("X" if a is b else self._pair_label(a, b, by_bus))
+            rows.append(tuple(row))
+        cpu = tuple(_or_blank(d.static.get("cpu_affinity")) for d in devs)
+        numa = tuple(_or_blank(d.static.get("numa_node")) for d in devs)
+        return Topology(matrix=tuple(rows), cpu_affinity=cpu, numa_affinity=numa)
+
+    def _pair_label(self, a: _Device, b: _Device, by_bus: dict[str, int]) -> str:
+        up_links = [lk for lk in a.links if lk.up is True]
+        direct = sum(1 for lk in up_links if _ok(lk.remote_bus_id)
+                     and by_bus.get(str(lk.remote_bus_id).lower()) == b.index)
+        if direct:
+            return f"NV{direct}"
+        switched = [lk for lk in up_links if lk.remote_kind == "switch"]
+        if switched:
+            try:  # through NVSwitch: the pair talks over NVLink if P2P says so
+                if self.nvml.nvmlDeviceGetP2PStatus(a.handle, b.handle, 2) == 0:
+                    return f"NV{len(switched)}"
+            except self.nvml.NVMLError:
+                pass
+        try:
+            level = self.nvml.nvmlDeviceGetTopologyCommonAncestor(a.handle, b.handle)
+        except self.nvml.NVMLError:
+            return "?"
+        return TOPOLOGY_LABELS.get(level, "?")
+
+    # ------------------------------------------------------------------------------------------
+    # polling
+
+    def poll(self, now: float) -> GpuTick:
+        tick = GpuTick(topology=self.topology)
+        slow = now - self._last_slow >= self.slow_interval
+        if slow:
+            self._last_slow = now
+        for dev in self.devices:
+            if dev.lost is None:
+                try:
+                    if slow:
+                        self._poll_slow(dev, now)
+                    sample, procs = self._poll_fast(dev, now)
+                except _Lost as e:
+                    dev.lost = Missing("gpu_lost", since=now, detail=str(e))
+                    tick.warnings.append(
+                        f"GPU {dev.index} ({dev.name}, {dev.bus_id}) fell off the bus: {e}; "
+                        "the other GPUs keep updating")
+                else:
+                    tick.devices.append(sample)
+                    tick.processes += procs
+                    tick.links += dev.links
+                    continue
+            tick.devices.append(self._lost_sample(dev))
+        return tick
+
+    def _lost_sample(self, dev: _Device) -> DeviceSample:
+        assert dev.lost is not None
+        base = DeviceSample(index=dev.index, vendor="nvidia", name=dev.name, uuid=dev.uuid,
+                            pci_bus_id=dev.bus_id, lost=dev.lost)
+        return mark_all(base, Missing("gpu_lost", since=dev.lost.since))
+
+    def _poll_fast(self, dev: _Device, now: float) -> tuple[DeviceSample, list[ProcessSample]]:
+        n, h = self.nvml, dev.handle
+        f: dict[str, Any] = {**dev.static, **dev.slow}
+        if f.get("mig_enabled") is True:
+            why = Missing("unsupported", detail="not available with MIG enabled")
+            f["util_gpu"] = f["util_mem"] = why
+        else:
+            util = dev.ask("util", n.nvmlDeviceGetUtilizationRates, h)
+            f["util_gpu"] = _map(util, lambda u: float(u.gpu))
+            f["util_mem"] = _map(util, lambda u: float(u.memory))
+        f.update(self._memory(dev))
+        f["temp_gpu"] = _map(self._temperature(dev), float)
+        f["power_draw"] = _map(dev.ask("power", n.nvmlDeviceGetPowerUsage, h),
+                               lambda mw: round(mw / 1000, 1))
+        f["clock_sm"] = dev.ask("clock_sm", n.nvmlDeviceGetClockInfo, h, 1)
+        f["clock_mem"] = dev.ask("clock_mem", n.nvmlDeviceGetClockInfo, h, 2)
+        f["pstate"] = dev.ask("pstate", n.nvmlDeviceGetPerformanceState, h)
+        f["fan"] = _map(dev.ask("fan", n.nvmlDeviceGetFanSpeed, h), float)
+        f["throttle"] = _map(dev.ask("reasons", n.nvmlDeviceGetCurrentClocksEventReasons, h),
+                             _reason_names)
+        if not _ok(f.get("temp_margin", UNSUPPORTED)) and _ok(f["temp_gpu"]):
+            # No margin call on this GPU: derive it from the thresholds read at start.
+            limits = [f[k] for k in ("temp_max_operating", "temp_slowdown")
+                      if _ok(f.get(k, UNSUPPORTED))]
+            if limits:
+                f["temp_margin"] = float(limits[0]) - f["temp_gpu"]
+        sample = DeviceSample(index=dev.index, vendor="nvidia", name=dev.name, uuid=dev.uuid,
+                              pci_bus_id=dev.bus_id, **f)
+        return sample, self._processes(dev)
+
+    def _memory(self, dev: _Device) -> dict[str, Any]:
+        n, h = self.nvml, dev.handle
+        version = getattr(n, "nvmlMemory_v2", None)
+        if version is not None and "mem_v2" not in dev.off:
+            m = dev.ask("mem_v2", n.nvmlDeviceGetMemoryInfo, h, version)
+            if _ok(m):
+                return {"mem_total": int(m.total), "mem_used": int(m.used),
+                        "mem_reserved": int(m.reserved), "mem_free": int(m.free)}
+            if m.reason != "unsupported":
+                return dict.fromkeys(("mem_total", "mem_used", "mem_reserved", "mem_free"), m)
+        m = dev.ask("mem", n.nvmlDeviceGetMemoryInfo, h)
+        if not _ok(m):
+            return dict.fromkeys(("mem_total", "mem_used", "mem_reserved", "mem_free"), m)
+        # v1 "used" includes what the driver reserves; v2 splits it out.
+        return {"mem_total": int(m.total), "mem_used": int(m.used),
+                "mem_reserved": Missing("unsupported", detail="included in used (NVML v1)"),
+                "mem_free": int(m.free)}
+
+    def _temperature(self, dev: _Device) -> Any:
+        n, h = self.nvml, dev.handle
+        if "temp_v" not in dev.off and hasattr(n, "nvmlDeviceGetTemperatureV"):
+            t = dev.ask("temp_v", n.nvmlDeviceGetTemperatureV, h, 0)
+            if _ok(t) or t.reason != "unsupported":
+                return t
+        return dev.ask("temp", n.nvmlDeviceGetTemperature, h, 0)
+
+    def _processes(self, dev: _Device) -> list[ProcessSample]:
+        n = self.nvml
+        handles = [(dev.handle, None, None)]
+        if dev.slow.get("mig_enabled") is True and dev.mig_handles:
+            # The parent handle needs privileges under MIG; each MIG device answers for itself.
+            handles = [(mh, gi, ci) for mh, gi, ci in dev.mig_handles]
+        found: dict[int, dict[str, Any]] = {}
+        for h, gi, ci in handles:
+            for kind, getter, fallback in (
+                ("compute", "nvmlDeviceGetComputeRunningProcesses",
+                 "nvmlDeviceGetComputeRunningProcesses_v2"),
+                ("graphics", "nvmlDeviceGetGraphicsRunningProcesses",
+                 "nvmlDeviceGetGraphicsRunningProcesses_v2"),
+            ):
+                procs = dev.ask(f"{kind}_procs", getattr(n, getter), h)
+                if not _ok(procs) and procs.reason == "unsupported" and hasattr(n, fallback):
+                    procs = dev.ask(f"{kind}_procs_v2", getattr(n, fallback), h)
+                if not _ok(procs):
+                    continue
+                for p in procs:
+                    entry = found.setdefault(int(p.pid), {"kinds": [], "mem": None,
+                                                          "gi": gi, "ci": ci})
+                    entry["kinds"].append(kind)
+                    if p.usedGpuMemory is not None:
+                        entry["mem"] = max(entry["mem"] or 0, int(p.usedGpuMemory))
+                    pgi = getattr(p, "gpuInstanceId", MIG_INSTANCE_NONE)
+                    if gi is None and pgi not in (None, MIG_INSTANCE_NONE):
+                        entry["gi"], entry["ci"] = int(pgi), int(p.computeInstanceId)
+        util = dev.proc_util
+        out = []
+        for pid, e in sorted(found.items()):
+            if isinstance(util, Missing):
+                sm = mem = util
+            else:
+                # Processes idle in the last period get no sample: their use was 0.
+                sm, mem = util.get(pid, (0.0, 0.0))
+            out.append(ProcessSample(
+                pid=pid, device_index=dev.index, kind="+".join(e["kinds"]),
+                gpu_mem=e["mem"] if e["mem"] is not None else Missing(
+                    "unsupported", detail="not reported under WDDM"),
+                sm_util=sm, mem_util=mem, gpu_instance=e["gi"], compute_instance=e["ci"],
+            ))
+        return out
+
+    # ------------------------------------------------------------------------------------------
+    # slow tick
+
+    def _poll_slow(self, dev: _Device, now: float) -> None:
+        n, h = self.nvml, dev.handle
+        s = dev.slow
+        s["power_limit"] = _map(dev.ask("power_limit", n.nvmlDeviceGetEnforcedPowerLimit, h),
+                                lambda mw: round(mw / 1000, 1))
+        s["energy_j"] = _map(dev.ask("energy", n.nvmlDeviceGetTotalEnergyConsumption, h),
+                             lambda mj: round(mj / 1000, 1))
+        s["persistence_mode"] = _map(dev.ask("persistence", n.nvmlDeviceGetPersistenceMode, h),
+                                     bool)
+        s["temp_margin"] = _map(dev.ask("margin", n.nvmlDeviceGetMarginTemperature, h), float)
+        s["pcie_gen"] = dev.ask("pcie_gen", n.nvmlDeviceGetCurrPcieLinkGeneration, h)
+        s["pcie_width"] = dev.ask("pcie_width", n.nvmlDeviceGetCurrPcieLinkWidth, h)
+        s["pcie_replays"] = dev.ask("pcie_replays", n.nvmlDeviceGetPcieReplayCounter, h)
+        s["enc_util"] = _map(dev.ask("enc", n.nvmlDeviceGetEncoderUtilization, h),
+                             lambda v: float(v[0]))
+        s["dec_util"] = _map(dev.ask("dec", n.nvmlDeviceGetDecoderUtilization, h),
+                             lambda v: float(v[0]))
+        if dev.static.get("ecc_enabled") is True:
+            s["ecc_corrected"] = dev.ask("ecc_corr", n.nvmlDeviceGetTotalEccErrors, h, 0, 0)
+            s["ecc_uncorrected"] = dev.ask("ecc_unc", n.nvmlDeviceGetTotalEccErrors, h, 1, 0)
+        else:
+            s["ecc_corrected"] = s["ecc_uncorrected"] = Missing("unsupported",
+                                                                detail="ECC is off")
+        rows = dev.ask("remapped", n.nvmlDeviceGetRemappedRows, h)
+        s["remapped_corrected"] = _map(rows, lambda r: int(r[0]))
+        s["remapped_uncorrected"] = _map(rows, lambda r: int(r[1]))
+        s["remap_pending"] = _map(rows, lambda r: bool(r[2]))
+        s["remap_failed"] = _map(rows, lambda r: bool(r[3]))
+        self._read_mig(dev)
+        self._read_fields(dev, now)
+        self._read_gpm(dev, now)
+        if not _ok(s.get("pcie_rx", UNSUPPORTED)) and self.pcie_throughput:
+            # No GPM: fall back to the blocking 20 ms counter, once per slow tick.
+            for key, counter in (("pcie_tx", 0), ("pcie_rx", 1)):
+                s[key] = _map(dev.ask(f"pcie_tp{counter}", n.nvmlDeviceGetPcieThroughput, h,
+                                      counter), lambda kb: float(kb) * 1024)
+        self._read_process_util(dev)
+        self._read_link_state(dev)
+
+    def _read_mig(self, dev: _Device) -> None:
+        n, h = self.nvml, dev.handle
+        mode = dev.ask("mig_mode", n.nvmlDeviceGetMigMode, h)
+        dev.slow["mig_enabled"] = _map(mode, lambda m: m[0] == 1)
+        dev.mig_handles = []
+        if dev.slow["mig_enabled"] is not True:
+            dev.slow["mig_devices"] = ()
+            return
+        count = dev.ask("mig_count", n.nvmlDeviceGetMaxMigDeviceCount, h)
+        migs = []
+        for i in range(count if _ok(count) else 0):
+            try:
+                mh = n.nvmlDeviceGetMigDeviceHandleByIndex(h, i)
+            except n.NVMLError as e:
+                if getattr(e, "value", None) == ERR_GPU_IS_LOST:
+                    raise _Lost(_err_text(e)) from None
+                continue  # an empty slot answers NotFound
+            gi = dev.ask("mig_gi", n.nvmlDeviceGetGpuInstanceId, mh)
+            ci = dev.ask("mig_ci", n.nvmlDeviceGetComputeInstanceId, mh)
+            if not (_ok(gi) and _ok(ci)):
+                continue
+            mem = dev.ask("mig_mem", n.nvmlDeviceGetMemoryInfo, mh)
+            dev.mig_handles.append((mh, gi, ci))
+            migs.append(MigDevice(
+                gpu_instance=gi, compute_instance=ci,
+                uuid=_map(dev.ask("mig_uuid", n.nvmlDeviceGetUUID, mh), _text),
+                name=_map(dev.ask("mig_name", n.nvmlDeviceGetName, mh), _text),
+                mem_total=_map(mem, lambda m: int(m.total)),
+                mem_used=_map(mem, lambda m: int(m.used)),
+                sm_active=Missing("unsupported"),
+            ))
+        dev.slow["mig_devices"] = tuple(migs)
+
+    def _read_fields(self, dev: _Device, now: float) -> None:
+        """One batched nvmlDeviceGetFieldValues call (8-18 ms): each value has its own status."""
+        n, h, s = self.nvml, dev.handle, dev.slow
+        ids: list[tuple[int, int]] = [(FI_MEMORY_TEMP, 0)]
+        ids += [(fid, 0) for fid in REASON_COUNTERS.values()]
+        for link in dev.link_ids:
+            ids += [(FI_NVLINK_DATA_TX, link), (FI_NVLINK_DATA_RX, link)]
+        values = dev.ask("fields", n.nvmlDeviceGetFieldValues, h, ids)
+        if not _ok(values):
+            for key in ("temp_mem", "throttle_time"):
+                s[key] = values
+            return
+        got: dict[tuple[int, int], Any] = {}
+        for v in values:
+            fid, scope = int(v.fieldId), int(v.scopeId)
+            ret = int(v.nvmlReturn)
+            if ret == ERR_GPU_IS_LOST:
+                raise _Lost("GPU is lost")
+            if ret != 0:
+                got[(fid, scope)] = Missing(
+                    "no_permission" if ret == ERR_NO_PERMISSION else "unsupported")
+                continue
+            got[(fid, scope)] = (_field_value(v), int(v.timestamp))
+        mt = got.get((FI_MEMORY_TEMP, 0), UNSUPPORTED)
+        s["temp_mem"] = _map(mt, lambda x: float(x[0]))
+        times = {r: got.get((fid, 0), UNSUPPORTED) for r, fid in REASON_COUNTERS.items()}
+        known = {r: round(v[0] / 1e9, 3) for r, v in times.items() if _ok(v)}
+        s["throttle_time"] = known if known else Missing("unsupported")
+        self._nvlink_rates(dev, got)
+
+    def _nvlink_rates(self, dev: _Device, got: dict[tuple[int, int], Any]) -> None:
+        updated = []
+        for lk in dev.links:
+            rates = {}
+            for key, fid in (("tx", FI_NVLINK_DATA_TX), ("rx", FI_NVLINK_DATA_RX)):
+                v = got.get((fid, lk.link), UNSUPPORTED)
+                if not _ok(v):
+                    rates[key] = v
+                    continue
+                kib, ts = int(v[0]), v[1]
+                prev = dev.nvlink_prev.get((fid, lk.link))
+                dev.nvlink_prev[(fid, lk.link)] = (kib, ts)
+                if prev is None or ts <= prev[1] or kib < prev[0]:
+                    rates[key] = Missing("pending")  # needs two readings
+                else:
+                    rates[key] = round((kib - prev[0]) * 1024 / ((ts - prev[1]) / 1e6), 1)
+            updated.append(_replace_link(lk, **rates))
+        dev.links = updated
+
+    def _read_link_state(self, dev: _Device) -> None:
+        n, h = self.nvml, dev.handle
+        updated = []
+        for lk in dev.links:
+            state = dev.ask(f"nvlink_state{lk.link}", n.nvmlDeviceGetNvLinkState, h, lk.link)
+            errors: dict[str, int] = {}
+            for name, counter in NVLINK_ERRORS.items():
+                c = dev.ask(f"nvlink_err{name}", n.nvmlDeviceGetNvLinkErrorCounter, h, lk.link,
+                            counter)
+                if _ok(c):
+                    errors[name] = int(c)
+            updated.append(_replace_link(lk, up=_map(state, bool),
+                                         errors=errors if errors else Missing("unsupported")))
+        dev.links = updated
+
+    def _read_gpm(self, dev: _Device, now: float) -> None:
+        n, h, s = self.nvml, dev.handle, dev.slow
+        if "gpm" not in dev.off:
+            support = dev.ask("gpm", n.nvmlGpmQueryDeviceSupport, h)  # caches unsupported
+            if _ok(support) and not support.isSupportedDevice:
+                dev.off["gpm"] = Missing("unsupported", detail="GPM needs Hopper or newer")
+            elif not _ok(support) and "gpm" not in dev.off:
+                return  # a passing error: ask again next slow tick
+        if "gpm" in dev.off:
+            for key in GPM_METRICS.values():
+                if key not in ("pcie_rx", "pcie_tx"):  # those fall back to PCIe throughput
+                    s[key] = dev.off["gpm"]
+            return
+        sample = dev.ask("gpm_alloc", n.nvmlGpmSampleAlloc)
+        if not _ok(sample):
+            return
+        got = dev.ask("gpm_sample", n.nvmlGpmSampleGet, h, sample)
+        if not _ok(got):
+            n.nvmlGpmSampleFree(sample)
+            for key in GPM_METRICS.values():
+                s[key] = got
+            return
+        prev, dev.gpm_prev = dev.gpm_prev, sample
+        # The previous slow tick's sample is the first of the pair: no sleep needed.
+        if prev is None or now - dev.gpm_prev_time < 0.1:
+            dev.gpm_prev_time = now if prev is None else dev.gpm_prev_time
+            for key in GPM_METRICS.values():
+                s.setdefault(key, Missing("pending"))
+            if prev is not None:
+                n.nvmlGpmSampleFree(prev)
+            return
+        dev.gpm_prev_time = now
+        req = n.c_nvmlGpmMetricsGet_t()
+        req.version = n.NVML_GPM_METRICS_GET_VERSION
+        req.numMetrics = len(GPM_METRICS)
+        req.sample1, req.sample2 = prev, sample
+        for i, mid in enumerate(GPM_METRICS):
+            req.metrics[i].metricId = mid
+        res = dev.ask("gpm_metrics", n.nvmlGpmMetricsGet, req)
+        n.nvmlGpmSampleFree(prev)
+        for i, key in enumerate(GPM_METRICS.values()):
+            if not _ok(res):
+                s[key] = res
+                continue
+            m = res.metrics[i]
+            if int(m.nvmlReturn) != 0:
+                s[key] = Missing("unsupported")
+            elif key in ("pcie_rx", "pcie_tx"):
+                s[key] = round(float(m.value) * MIB, 1)
+            else:
+                s[key] = round(float(m.value), 1)
+
+    def _read_process_util(self, dev: _Device) -> None:
+        n, _h = self.nvml, dev.handle
+        if dev.slow.get("mig_enabled") is True:
+            dev.proc_util = Missing("unsupported", detail="not available with MIG enabled")
+            return
+        fn = getattr(n, "nvmlDeviceGetProcessesUtilizationInfo", None)
+        samples: Any = UNSUPPORTED
+        if fn is not None and "proc_util_info" not in dev.off:
+            samples = self._ask_samples(dev, "proc_util_info", fn)
+        if not _ok(samples) and samples.reason == "unsupported":
+            samples = self._ask_samples(dev, "proc_util", n.nvmlDeviceGetProcessUtilization)
+        if not _ok(samples):
+            dev.proc_util = samples
+            return
+        util: dict[int, tuple[float, float]] = {}
+        for smp in samples:
+            ts = int(smp.timeStamp)
+            dev.proc_util_seen = max(dev.proc_util_seen, ts)
+            util[int(smp.pid)] = (float(smp.smUtil), float(smp.memUtil))
+        dev.proc_util = util
+
+    def _ask_samples(self, dev: _Device, metric: str, fn: Callable[..., Any]) -> Any:
+        # NotFound means "no process used the GPU since lastSeenTimeStamp": an empty answer.
+        return dev.ask(metric, _raise_not_found_as_empty(self.nvml, fn), dev.handle,
+                       dev.proc_util_seen)
+
+
+def _raise_not_found_as_empty(nvml: Any, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def call(*args: Any) -> Any:
+        try:
+            return fn(*args)
+        except nvml.NVMLError as e:
+            if getattr(e, "value", None) == ERR_NOT_FOUND:
+                return []
+            raise
+
+    return call
+
+
+def _reason_names(mask: int) -> tuple[str, ...]:
+    return tuple(name for bit, name in REASON_BITS.items() if mask & bit)
+
+
+def _field_value(v: Any) -> float | int:
+    t = int(v.valueType)
+    val = v.value
+    return {0: val.dVal, 1: val.uiVal, 2: val.ulVal, 3: val.ullVal, 4: val.sllVal,
+            5: val.siVal, 6: val.usVal}.get(t, val.ullVal)
+
+
+def _replace_link(lk: LinkSample, **changes: Any) -> LinkSample:
+    return dataclasses.replace(lk, **changes)
+
+
+def _or_blank(v: Any) -> str:
+    return "" if v is None or not _ok(v) else str(v)

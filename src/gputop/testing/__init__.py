@@ -1,0 +1,1 @@
+"""Test doubles for the vendor libraries, driven by recorded data. Used by tests and benchmarks."""

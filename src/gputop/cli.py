@@ -1,0 +1,260 @@
+"""The `gputop` command."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
+
+from gputop import __version__
+from gputop.errors import GputopError, RecordingError
+from gputop.model import Snapshot
+
+ONCE_TIMEOUT_S = 30.0
+EXIT_INTERRUPTED = 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="gputop",
+        description="A live terminal GPU monitor for people who train models.",
+        epilog="Without a terminal on stdout, gputop prints one snapshot (as --once) and exits.",
+    )
+    p.add_argument("--version", action="version", version=f"gputop {__version__}")
+    p.add_argument("--once", action="store_true", help="print one snapshot as a table and exit")
+    p.add_argument("--json", action="store_true",
+                   help="with --once: print the snapshot as JSON (docs/json.md)")
+    p.add_argument("--interval", type=_positive, default=1.0, metavar="SECONDS",
+                   help="seconds between polls (default 1)")
+    p.add_argument("--devices", type=_device_list, default=None, metavar="LIST",
+                   help="only these GPU indexes, e.g. 0,1,4-7")
+    p.add_argument("--record", metavar="FILE",
+                   help="write every snapshot to FILE (docs/recording.md); headless when stdout "
+                        "is not a terminal or with --headless")
+    p.add_argument("--headless", action="store_true", help="with --record: no dashboard")
+    p.add_argument("--count", type=int, default=None, metavar="N",
+                   help="stop after N snapshots (headless recording)")
+    p.add_argument("--demo", action="store_true",
+                   help="play the bundled recording of an 8-GPU training node (no GPU needed)")
+    p.add_argument("--readonly", action="store_true", help="never offer to kill a process")
+    p.add_argument("--no-mouse", action="store_true", help="do not capture the mouse")
+    p.add_argument("--ansi", action="store_true", help="use the terminal's 16 ANSI colours")
+    return p
+
+
+def _positive(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError("must be greater than 0")
+    return v
+
+
+def _device_list(s: str) -> set[int]:
+    out: set[int] = set()
+    try:
+        for part in s.split(","):
+            lo, _, hi = part.strip().partition("-")
+            out.update(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of GPU indexes: {s!r}") from None
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# feeds
+
+
+def live_poller(args: argparse.Namespace, *, slow_interval: float = 5.0) -> Any:
+    """A Poller over every GPU backend this machine may have, and the host."""
+    from gputop.poller import Poller
+    from gputop.sources.host import HostSource
+    from gputop.sources.nvml import NvmlSource
+
+    sources: list[Any] = [NvmlSource(slow_interval=slow_interval)]
+    try:
+        from gputop.sources.amd import AmdSource
+    except ImportError:
+        pass
+    else:
+        sources.append(AmdSource(slow_interval=slow_interval))
+    poller = Poller(sources, HostSource(), devices=args.devices)
+    poller.open()
+    return poller
+
+
+def demo_feed(args: argparse.Namespace) -> Any:
+    from gputop.replay import RecordingFeed, demo_path
+
+    return RecordingFeed.from_file(demo_path())
+
+
+def _call_with_timeout(fn: Callable[[], Snapshot], timeout: float) -> Snapshot:
+    """NVML calls can hang on a sick GPU; a one-shot must still end."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["snap"] = fn()
+        except BaseException as e:  # handed to the caller's thread
+            box["error"] = e
+
+    t = threading.Thread(target=run, daemon=True, name="gputop-poll")
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        raise GputopError(f"the GPU driver did not answer within {timeout:.0f} s",
+                          hint="a GPU may be hung; check `dmesg` for Xid errors")
+    if "error" in box:
+        raise box["error"]
+    return box["snap"]
+
+
+# ----------------------------------------------------------------------------------------------
+# modes
+
+
+def run_once(args: argparse.Namespace, out: TextIO) -> int:
+    from gputop.show.table import render
+
+    if args.demo:
+        feed = demo_feed(args)
+        for _ in range(120):  # two minutes in: training is running
+            snap = feed.poll_once()
+    else:
+        # Short slow cadence so that rates and GPM (which need two readings) are filled.
+        poller = live_poller(args, slow_interval=0.2)
+        try:
+            _call_with_timeout(poller.poll_once, ONCE_TIMEOUT_S)
+            time.sleep(0.25)
+            snap = _call_with_timeout(poller.poll_once, ONCE_TIMEOUT_S)
+        finally:
+            poller.close()
+    if args.json:
+        json.dump(snap.to_dict(), out, indent=2, ensure_ascii=False)
+        out.write("\n")
+    else:
+        out.write(render(snap))
+    return 0
+
+
+def run_record_headless(args: argparse.Namespace, err: TextIO) -> int:
+    from gputop.recording import RecordingWriter
+
+    feed = demo_feed(args) if args.demo else live_poller(args)
+    meta = {"interval": args.interval, "argv": sys.argv[1:], "host": socket.gethostname()}
+    writer = RecordingWriter(args.record, meta=meta)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    err.write(f"gputop: recording to {args.record} every {args.interval:g} s "
+              "(Ctrl-C to stop)\n")
+    try:
+        next_at = time.monotonic()
+        while not stop.is_set() and (args.count is None or writer.ticks < args.count):
+            snap = _call_with_timeout(feed.poll_once, ONCE_TIMEOUT_S)
+            writer.write(snap)
+            next_at += args.interval
+            stop.wait(max(0.0, next_at - time.monotonic()))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        writer.close()
+        feed.close()
+        err.write(f"gputop: {writer.ticks} snapshots, {writer.bytes_written} bytes in "
+                  f"{args.record}\n")
+    return 0
+
+
+def run_dashboard(args: argparse.Namespace) -> int:
+    from gputop.ui.app import GputopApp
+
+    feed = demo_feed(args) if args.demo else live_poller(args)
+    writer = None
+    if args.record:
+        from gputop.recording import RecordingWriter
+
+        writer = RecordingWriter(args.record, meta={"interval": args.interval})
+        feed = RecordingTee(feed, writer)
+    try:
+        app = GputopApp(feed, interval=args.interval, readonly=args.readonly,
+                        mouse=not args.no_mouse, ansi=args.ansi,
+                        title_suffix=" (demo recording)" if args.demo else "")
+        app.run(mouse=not args.no_mouse)
+    finally:
+        feed.close()
+        if writer is not None:
+            writer.close()
+    return 0
+
+
+class RecordingTee:
+    """A feed that also writes what it yields. A write failure (a full disk) is reported in the
+    snapshot's warnings and recording stops; monitoring goes on and the file keeps every tick
+    written before."""
+
+    def __init__(self, feed: Any, writer: Any) -> None:
+        self.feed = feed
+        self.writer = writer
+        self.error: str | None = None
+
+    def _tee(self, snap: Snapshot) -> Snapshot:
+        if self.error is None:
+            try:
+                self.writer.write(snap)
+            except RecordingError as e:
+                self.error = f"recording stopped: {e}"
+        if self.error is not None:
+            snap = dataclasses.replace(snap, warnings=(*snap.warnings, self.error))
+        return snap
+
+    def poll_once(self) -> Snapshot:
+        return self._tee(self.feed.poll_once())
+
+    async def stream(self, interval: float) -> Any:
+        async for snap in self.feed.stream(interval):
+            yield self._tee(snap)
+
+    def close(self) -> None:
+        self.feed.close()
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.json and not args.once and sys.stdout.isatty():
+        parser.error("--json needs --once (or a pipe)")
+    tty = sys.stdout.isatty() and sys.stdin.isatty()
+    try:
+        if args.record and (args.headless or not tty):
+            return run_record_headless(args, sys.stderr)
+        if args.once or args.json or not tty:
+            return run_once(args, sys.stdout)
+        return run_dashboard(args)
+    except GputopError as e:
+        print(f"gputop: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # `gputop --once | head`: the reader left; not an error worth a message.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except Exception as e:
+        if os.environ.get("GPUTOP_DEBUG"):
+            raise
+        print(f"gputop: internal error: {type(e).__name__}: {e} "
+              "(set GPUTOP_DEBUG=1 to see where)", file=sys.stderr)
+        return 70

@@ -224,11 +224,18 @@ class RecordingReader:
             chunk = self._f.read(1 << 16)
             if not chunk:
                 break
+            saved = z.copy()
             try:
                 data = z.decompress(chunk)
-            except zlib.error as e:
-                self.warning = f"{self.path} is damaged ({e}); read up to the damage"
-                data = b""
+            except zlib.error:
+                # Decompress again in small steps to keep what precedes the damage.
+                z, data = saved, b""
+                for i in range(0, len(chunk), 64):
+                    try:
+                        data += z.decompress(chunk[i:i + 64])
+                    except zlib.error as e:
+                        self.warning = f"{self.path} is damaged ({e}); read up to the damage"
+                        break
                 chunk = b""
             buf += data
             *complete, buf = buf.split(b"\n")

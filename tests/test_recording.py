@@ -91,7 +91,7 @@ def test_a_truncated_file_reads_up_to_the_cut_with_a_warning(tmp_path: Path) -> 
     snaps = series(40, 4)
     write(full, snaps)
     data = full.read_bytes()
-    for cut in (len(data) - 3, len(data) * 2 // 3, len(data) // 3):
+    for cut in (len(data) - 3, len(data) * 3 // 4, len(data) * 2 // 3):
         part = tmp_path / f"cut{cut}"
         part.write_bytes(data[:cut])
         result = read_recording(part)

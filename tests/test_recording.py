@@ -38,7 +38,7 @@ def test_snapshots_read_back_exactly(tmp_path: Path) -> None:
 
 def test_a_recording_is_a_gzip_of_json_lines_other_tools_can_read(tmp_path: Path) -> None:
     write(tmp_path / "run.gputop", series(3))
-    lines = gzip.open(tmp_path / "run.gputop", "rt").read().splitlines()
+    lines = gzip.decompress((tmp_path / "run.gputop").read_bytes()).decode().splitlines()
     assert lines[0].startswith('{"type":"header"')
     assert lines[1].startswith('{"k":')  # a full snapshot
     assert lines[2].startswith('{"d":')  # then only what changed

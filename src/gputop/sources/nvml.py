@@ -90,6 +90,13 @@ ERR_LIB_RM_VERSION_MISMATCH = 18
 _UNSUPPORTED_CODES = {ERR_NOT_SUPPORTED, ERR_INVALID_ARGUMENT, ERR_FUNCTION_NOT_FOUND}
 
 
+try:  # raised by the binding's unversioned wrappers when the driver lacks the call
+    from pynvml import NVMLLibraryMismatchError as _MISMATCH
+    _MISMATCH_ERRORS: tuple[type[BaseException], ...] = (_MISMATCH,)
+except ImportError:
+    _MISMATCH_ERRORS = ()
+
+
 class _Lost(Exception):
     """Raised inside a device's poll when NVML says the GPU fell off the bus."""
 
@@ -111,6 +118,7 @@ class _Device:
     nvlink_prev: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
     gpm_prev: Any = None
     gpm_prev_time: float = 0.0
+    gpm_pcie: bool = False  # GPM gave PCIe traffic on the last slow tick
     proc_util_seen: int = 0
     proc_util: dict[int, tuple[float, float]] | Missing = field(default_factory=dict)
     mig_handles: list[tuple[Any, int, int]] = field(default_factory=list)
@@ -121,6 +129,9 @@ class _Device:
             return self.off[metric]
         try:
             return fn(*args)
+        except _MISMATCH_ERRORS:
+            self.off[metric] = Missing("unsupported", detail="not in this driver")
+            return self.off[metric]
         except self.nvml.NVMLError as e:
             code = getattr(e, "value", None)
             if code == ERR_GPU_IS_LOST:
@@ -473,10 +484,11 @@ class NvmlSource:
             handles = [(mh, gi, ci) for mh, gi, ci in dev.mig_handles]
         found: dict[int, dict[str, Any]] = {}
         for h, gi, ci in handles:
+            # Versioned names: the unversioned wrappers raise a non-NVML error on old drivers.
             for kind, getter, fallback in (
-                ("compute", "nvmlDeviceGetComputeRunningProcesses",
+                ("compute", "nvmlDeviceGetComputeRunningProcesses_v3",
                  "nvmlDeviceGetComputeRunningProcesses_v2"),
-                ("graphics", "nvmlDeviceGetGraphicsRunningProcesses",
+                ("graphics", "nvmlDeviceGetGraphicsRunningProcesses_v3",
                  "nvmlDeviceGetGraphicsRunningProcesses_v2"),
             ):
                 procs = dev.ask(f"{kind}_procs", getattr(n, getter), h)
@@ -543,7 +555,7 @@ class NvmlSource:
         self._read_mig(dev)
         self._read_fields(dev, now)
         self._read_gpm(dev, now)
-        if not _ok(s.get("pcie_rx", UNSUPPORTED)) and self.pcie_throughput:
+        if not dev.gpm_pcie and self.pcie_throughput:
             # No GPM: fall back to the blocking 20 ms counter, once per slow tick.
             for key, counter in (("pcie_tx", 0), ("pcie_rx", 1)):
                 s[key] = _map(dev.ask(f"pcie_tp{counter}", n.nvmlDeviceGetPcieThroughput, h,
@@ -650,6 +662,7 @@ class NvmlSource:
 
     def _read_gpm(self, dev: _Device, now: float) -> None:
         n, h, s = self.nvml, dev.handle, dev.slow
+        dev.gpm_pcie = False
         if "gpm" not in dev.off:
             support = dev.ask("gpm", n.nvmlGpmQueryDeviceSupport, h)  # caches unsupported
             if _ok(support) and not support.isSupportedDevice:
@@ -697,6 +710,7 @@ class NvmlSource:
                 s[key] = Missing("unsupported")
             elif key in ("pcie_rx", "pcie_tx"):
                 s[key] = round(float(m.value) * MIB, 1)
+                dev.gpm_pcie = True
             else:
                 s[key] = round(float(m.value), 1)
 

@@ -11,7 +11,7 @@ calls and error mapping; only the library underneath is replaced.
 
 Faults are injected per call: `Fault("nvmlDeviceGetPowerUsage", NVML_ERROR_NO_PERMISSION)`,
 `Fault("*", NVML_ERROR_GPU_IS_LOST, device=3, after=2)` (GPU 3 falls off the bus on tick 2),
-`Fault("nvmlInit_v2", NVML_ERROR_LIB_RM_VERSION_MISMATCH)`.
+`Fault("nvmlInitWithFlags", NVML_ERROR_LIB_RM_VERSION_MISMATCH)`.
 """
 
 from __future__ import annotations
@@ -417,6 +417,10 @@ class FakeNvml:
 
     def c_nvmlDeviceGetGraphicsRunningProcesses_v3(self, h: Any, c: Any, a: Any) -> int | None:
         return self._running(h, c, a, "graphics")
+
+    # Drivers older than the binding lack the _v3 symbols; the same struct layout answers _v2.
+    c_nvmlDeviceGetComputeRunningProcesses_v2 = c_nvmlDeviceGetComputeRunningProcesses_v3
+    c_nvmlDeviceGetGraphicsRunningProcesses_v2 = c_nvmlDeviceGetGraphicsRunningProcesses_v3
 
     # ------------------------------------------------------------------------------------------
     # the slow tick

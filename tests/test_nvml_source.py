@@ -1,0 +1,213 @@
+"""The real NVML source, through NVIDIA's real binding, over a fake libnvidia-ml serving recorded
+snapshots. What a user sees when a GPU is healthy, unsupported, forbidden, lost or mismatched."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from gputop.errors import BackendUnavailable, DriverMismatch
+from gputop.model import MigDevice, Missing, ProcessSample
+from gputop.sources.nvml import NvmlSource
+from gputop.testing.fake_nvml import FakeNvml, Fault
+from gputop.testing.synthetic import GIB, H100_RESERVED, h100, node, series
+
+NOT_SUPPORTED, NO_PERMISSION, NOT_FOUND, TIMEOUT = 3, 4, 6, 10
+DRIVER_NOT_LOADED, LIBRARY_NOT_FOUND, FUNCTION_NOT_FOUND, GPU_IS_LOST, MISMATCH = 9, 12, 13, 15, 18
+
+
+def run(snaps, faults=(), ticks=None, **kw):
+    """Open the source over the fake and poll it once per recorded tick."""
+    with FakeNvml(snaps, faults=faults) as fake:
+        src = NvmlSource(slow_interval=kw.pop("slow_interval", 0), **kw)
+        src.open()
+        out = []
+        for t in range(ticks or len(snaps)):
+            out.append(src.poll(snaps[min(t, len(snaps) - 1)].time))
+            fake.advance()
+        src.close()
+    return out, fake, src
+
+
+def test_an_h100_reads_as_recorded() -> None:
+    snaps = [node(2, time=1000.0 + t, links=18) for t in range(3)]
+    ticks, _, _ = run(snaps)
+    d = ticks[-1].devices[0]
+    want = snaps[-1].devices[0]
+    for name in ("name", "uuid", "pci_bus_id", "util_gpu", "util_mem", "mem_total", "mem_used",
+                 "mem_reserved", "mem_free", "temp_gpu", "temp_mem", "temp_slowdown",
+                 "temp_shutdown", "temp_max_operating", "temp_margin", "power_draw",
+                 "power_limit", "power_default_limit", "clock_sm", "clock_sm_max", "clock_mem",
+                 "clock_mem_max", "pstate", "throttle", "throttle_time", "pcie_gen",
+                 "pcie_gen_max", "pcie_width", "pcie_width_max", "ecc_enabled",
+                 "remap_pending", "mig_enabled", "gr_active", "sm_active", "sm_occupancy",
+                 "tensor_active", "dram_active", "compute_capability", "cpu_affinity",
+                 "numa_node", "persistence_mode", "energy_j"):
+        assert getattr(d, name) == getattr(want, name), name
+    assert d.mem_reserved == H100_RESERVED  # NVML v2 splits driver-reserved memory out
+    assert d.fan == Missing("unsupported")  # SXM parts report no fan
+    assert d.pcie_rx == pytest.approx(want.pcie_rx, rel=1e-3)  # GPM, MiB/s -> bytes/s
+    assert ticks[-1].processes == [
+        ProcessSample(pid=1000, device_index=0, gpu_mem=9 * GIB, sm_util=80.0, mem_util=25.0),
+        ProcessSample(pid=1001, device_index=1, gpu_mem=9 * GIB, sm_util=80.0, mem_util=25.0)]
+
+
+def test_nvlink_rates_come_from_cumulative_counters() -> None:
+    snaps = [node(2, time=1000.0 + t, links=4) for t in range(3)]
+    ticks, _, _ = run(snaps)
+    first = [lk for lk in ticks[0].links if lk.device_index == 0]
+    assert first[0].rx == Missing("pending")  # a rate needs two readings
+    links = [lk for lk in ticks[-1].links if lk.device_index == 0]
+    assert [lk.link for lk in links] == [0, 1, 2, 3]
+    assert all(lk.up is True and lk.version == "4.0" and lk.remote_kind == "switch"
+               for lk in links)
+    assert links[0].rx == pytest.approx(5.0e9, rel=1e-3)
+    assert links[0].errors == {"replay": 0, "recovery": 0, "crc_flit": 0, "crc_data": 0}
+
+
+def test_topology_matrix_names_nvlink_through_nvswitch() -> None:
+    _, _, src = run([node(4, links=18)])
+    assert src.topology is not None
+    assert src.topology.matrix[0] == ("X", "NV18", "NV18", "NV18")
+    assert src.topology.cpu_affinity[0] == "0-51"
+
+
+def test_pcie_only_pairs_use_the_common_ancestor() -> None:
+    snap = node(2)
+    snap = dataclasses.replace(snap, topology=dataclasses.replace(
+        snap.topology, matrix=(("X", "PHB"), ("PHB", "X"))))
+    _, _, src = run([snap])
+    assert src.topology.matrix == (("X", "PHB"), ("PHB", "X"))
+
+
+def test_an_unsupported_metric_is_not_asked_again() -> None:
+    _, fake, _ = run(series(5), faults=[Fault("nvmlDeviceGetPowerUsage", NOT_SUPPORTED)])
+    assert fake.calls["nvmlDeviceGetPowerUsage"] == 2  # once per GPU, then never
+    assert fake.calls["nvmlDeviceGetFanSpeed"] == 2
+
+
+def test_a_metric_needing_privileges_says_so_and_is_not_asked_again() -> None:
+    ticks, fake, _ = run(series(4), faults=[Fault("nvmlGpmQueryDeviceSupport", NO_PERMISSION)])
+    d = ticks[-1].devices[0]
+    assert d.sm_active == Missing("no_permission")
+    assert fake.calls["nvmlGpmQueryDeviceSupport"] == 2
+
+
+def test_a_passing_error_is_asked_again_next_tick() -> None:
+    ticks, fake, _ = run(series(3), faults=[Fault("nvmlDeviceGetPowerUsage", TIMEOUT, after=0)])
+    assert ticks[0].devices[0].power_draw.reason == "error"
+    assert fake.calls["nvmlDeviceGetPowerUsage"] == 6
+
+
+def test_a_gpu_that_falls_off_the_bus_is_shown_lost_and_the_others_keep_updating() -> None:
+    snaps = series(6, 4)
+    ticks, fake, _ = run(snaps, faults=[Fault("*", GPU_IS_LOST, device=2, after=3)])
+    assert ticks[2].devices[2].lost is None
+    for t in (3, 4, 5):
+        lost = ticks[t].devices[2]
+        assert lost.lost is not None and lost.lost.reason == "gpu_lost"
+        assert lost.lost.since == snaps[3].time
+        assert lost.util_gpu == Missing("gpu_lost", since=snaps[3].time)
+        assert lost.name == "NVIDIA H100 80GB HBM3"  # still named, so the user knows which
+        assert [d.util_gpu for i, d in enumerate(ticks[t].devices) if i != 2] == \
+            [snaps[t].devices[i].util_gpu for i in (0, 1, 3)]
+        assert all(p.device_index != 2 for p in ticks[t].processes)
+    assert any("GPU 2" in w and "fell off the bus" in w for w in ticks[3].warnings)
+    assert not ticks[4].warnings  # said once
+    calls_after_loss = fake.calls["nvmlDeviceGetUtilizationRates"]
+    assert calls_after_loss == 3 * 4 + 3 * 3  # GPU 2 is not asked again once lost
+
+
+@pytest.mark.parametrize("code, cls, words", [
+    (LIBRARY_NOT_FOUND, BackendUnavailable, "libnvidia-ml.so.1) not found"),
+    (DRIVER_NOT_LOADED, BackendUnavailable, "driver is not loaded"),
+    (NO_PERMISSION, BackendUnavailable, "no permission"),
+    (MISMATCH, DriverMismatch, "driver/library version mismatch: the driver was upgraded"),
+])
+def test_init_failures_say_what_to_do(code: int, cls: type, words: str) -> None:
+    with FakeNvml(series(1), faults=[Fault("nvmlInitWithFlags", code)]), \
+            pytest.raises(cls) as e:
+        NvmlSource().open()
+    assert words in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_no_gpu_is_a_clear_error() -> None:
+    empty = dataclasses.replace(node(1), devices=(), processes=())
+    with FakeNvml([empty]), pytest.raises(BackendUnavailable, match="no NVIDIA GPU found"):
+        NvmlSource().open()
+
+
+def test_windows_wddm_process_memory_is_unsupported_not_zero() -> None:
+    snap = node(1)
+    snap = dataclasses.replace(snap, processes=(ProcessSample(
+        pid=4242, device_index=0, kind="graphics", gpu_mem=Missing("unsupported"),
+        sm_util=0.0, mem_util=0.0),))
+    ticks, _, _ = run([snap])
+    (p,) = ticks[0].processes
+    assert p.kind == "graphics"
+    assert p.gpu_mem.reason == "unsupported"
+
+
+def test_an_old_driver_without_v3_process_calls_falls_back_to_v2() -> None:
+    ticks, fake, _ = run(series(2), faults=[
+        Fault("nvmlDeviceGetComputeRunningProcesses_v3", FUNCTION_NOT_FOUND)])
+    assert [p.pid for p in ticks[-1].processes] == [1000, 1001]
+    assert fake.calls["nvmlDeviceGetComputeRunningProcesses_v2"] >= 2
+
+
+def test_an_old_driver_without_memory_v2_reports_used_including_reserved() -> None:
+    ticks, _, _ = run(series(1), faults=[Fault("nvmlDeviceGetMemoryInfo_v2", FUNCTION_NOT_FOUND)])
+    d = ticks[0].devices[0]
+    assert d.mem_used == 10 * GIB + H100_RESERVED
+    assert d.mem_reserved.reason == "unsupported"
+
+
+def test_mig_devices_and_their_processes() -> None:
+    migs = (MigDevice(gpu_instance=1, compute_instance=0, uuid="MIG-a", name="1g.10gb",
+                      mem_total=10 * GIB, mem_used=2 * GIB),
+            MigDevice(gpu_instance=2, compute_instance=0, uuid="MIG-b", name="3g.40gb",
+                      mem_total=40 * GIB, mem_used=20 * GIB))
+    dev = h100(0, mig_enabled=True, mig_devices=migs, util_gpu=Missing("unsupported"))
+    procs = (ProcessSample(pid=7, device_index=0, gpu_mem=GIB, sm_util=Missing("unsupported"),
+                           gpu_instance=2, compute_instance=0),)
+    snap = dataclasses.replace(node(1), devices=(dev,), processes=procs)
+    ticks, _, _ = run([snap])
+    d = ticks[0].devices[0]
+    assert d.mig_enabled is True
+    assert [(m.gpu_instance, m.name, m.mem_used) for m in d.mig_devices] == [
+        (1, "1g.10gb", 2 * GIB), (2, "3g.40gb", 20 * GIB)]
+    assert d.util_gpu.reason == "unsupported" and "MIG" in d.util_gpu.detail
+    (p,) = ticks[0].processes
+    assert (p.pid, p.gpu_instance, p.compute_instance) == (7, 2, 0)
+
+
+def test_idle_processes_get_zero_sm_not_missing() -> None:
+    snap = node(1)
+    snap = dataclasses.replace(snap, processes=(dataclasses.replace(snap.processes[0],
+                                                                    sm_util=0.0),))
+    ticks, _, _ = run([snap])  # NVML answers NotFound: nobody used the GPU
+    assert ticks[0].processes[0].sm_util == 0.0
+
+
+def test_gpm_is_off_on_pre_hopper_gpus_and_pcie_falls_back_to_throughput() -> None:
+    snaps = [node(1, time=1000.0 + t, sm_active=Missing("unsupported"),
+                  gr_active=Missing("unsupported")) for t in range(2)]
+    ticks, fake, _ = run(snaps)
+    d = ticks[-1].devices[0]
+    assert d.sm_active.reason == "unsupported"
+    assert d.pcie_rx == pytest.approx(2.0e9, rel=1e-3)
+    assert fake.calls["nvmlDeviceGetPcieThroughput"] == 4  # tx and rx on each slow tick
+
+
+def test_slow_metrics_are_read_on_the_slow_cadence_only() -> None:
+    snaps = series(10)
+    with FakeNvml(snaps) as fake:
+        src = NvmlSource(slow_interval=5.0)
+        src.open()
+        for t in range(10):
+            src.poll(1000.0 + t)
+            fake.advance()
+    assert fake.calls["nvmlDeviceGetFieldValues"] == 2 * 2  # t=0 and t=5, two GPUs
+    assert fake.calls["nvmlDeviceGetUtilizationRates"] == 10 * 2

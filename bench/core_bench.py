@@ -1,0 +1,91 @@
+"""Core figures: CPU per poll tick (8 GPUs, through the real pynvml binding over the recorded
+fake library), one-shot wall time, and recording size per GPU-hour.
+
+    python bench/core_bench.py
+
+The fake library runs in Python, so the tick cost printed is an upper bound of what gputop adds
+on a real node (a real NVML getter costs 2-50 µs; see docs/architecture.md)."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from gputop.poller import Poller
+from gputop.recording import RecordingWriter, read_recording
+from gputop.replay import demo_path
+from gputop.sources.host import HostSource
+from gputop.sources.nvml import NvmlSource
+from gputop.testing.fake_nvml import FakeNvml
+
+
+def tick_cost(snaps: list, ticks: int = 300) -> tuple[float, float, float]:
+    with FakeNvml(snaps) as fake:
+        poller = Poller([NvmlSource(slow_interval=5.0)], HostSource())
+        poller.open()
+        fast, slow = [], []
+        for t in range(ticks):
+            start = time.process_time()
+            poller.poll_once()
+            (slow if t % 5 == 0 else fast).append(time.process_time() - start)
+            fake.advance()
+        poller.close()
+    mean_per_s = (sum(fast) + sum(slow)) / ticks
+    return statistics.median(fast) * 1e3, statistics.median(slow) * 1e3, mean_per_s * 100
+
+
+ONCE = """
+import sys
+from gputop.recording import read_recording
+from gputop.replay import demo_path
+from gputop.testing.fake_nvml import FakeNvml
+from gputop.cli import main
+snaps = read_recording(demo_path()).snapshots[100:103]
+with FakeNvml(snaps):
+    sys.exit(main(["--once"]))
+"""
+
+
+def once_wall(runs: int = 5) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", ONCE], check=True, capture_output=True)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def record_size(snaps: list) -> tuple[float, int]:
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "bench.gputop"
+        with RecordingWriter(path) as w:
+            for s in snaps:
+                w.write(s)
+        size = os.path.getsize(path)
+    seconds = snaps[-1].time - snaps[0].time + 1
+    gpus = len(snaps[0].devices)
+    return size / gpus * 3600 / seconds, size
+
+
+def main() -> None:
+    snaps = read_recording(demo_path()).snapshots
+    gpus = len(snaps[0].devices)
+    fast_ms, slow_ms, cpu_pct = tick_cost(snaps)
+    print(f"poll tick, {gpus} GPUs, {len(snaps[0].processes)} processes, "
+          f"{len(snaps[0].links)} NVLinks:")
+    print(f"  fast tick median  {fast_ms:7.2f} ms CPU")
+    print(f"  slow tick median  {slow_ms:7.2f} ms CPU (every 5 s)")
+    print(f"  at 1 Hz           {cpu_pct:7.2f} % of one core")
+    print(f"one-shot `gputop --once` wall time (incl. interpreter start): {once_wall():.2f} s")
+    per_hour, size = record_size(snaps)
+    print(f"recording: {size} bytes for {len(snaps)} ticks x {gpus} GPUs -> "
+          f"{per_hour / 1e3:.0f} kB per GPU-hour, {per_hour * 24 / 1e6:.2f} MB per GPU-day at 1 Hz")
+
+
+if __name__ == "__main__":
+    main()

@@ -317,7 +317,7 @@ class NvmlSource:
             s[key] = _map(dev.ask(key, n.nvmlDeviceGetTemperatureThreshold, h, which), float)
         s["power_default_limit"] = _map(
             dev.ask("power_default_limit", n.nvmlDeviceGetPowerManagementDefaultLimit, h),
-            lambda mw: round(mw / 1000, 1))
+            lambda mw: round(mw / 1000, 2))
         s["compute_capability"] = _map(
             dev.ask("compute_capability", n.nvmlDeviceGetCudaComputeCapability, h),
             lambda cc: f"{cc[0]}.{cc[1]}")
@@ -433,7 +433,7 @@ class NvmlSource:
         f.update(self._memory(dev))
         f["temp_gpu"] = _map(self._temperature(dev), float)
         f["power_draw"] = _map(dev.ask("power", n.nvmlDeviceGetPowerUsage, h),
-                               lambda mw: round(mw / 1000, 1))
+                               lambda mw: round(mw / 1000, 2))
         f["clock_sm"] = dev.ask("clock_sm", n.nvmlDeviceGetClockInfo, h, 1)
         f["clock_mem"] = dev.ask("clock_mem", n.nvmlDeviceGetClockInfo, h, 2)
         f["pstate"] = dev.ask("pstate", n.nvmlDeviceGetPerformanceState, h)
@@ -528,7 +528,7 @@ class NvmlSource:
         n, h = self.nvml, dev.handle
         s = dev.slow
         s["power_limit"] = _map(dev.ask("power_limit", n.nvmlDeviceGetEnforcedPowerLimit, h),
-                                lambda mw: round(mw / 1000, 1))
+                                lambda mw: round(mw / 1000, 2))
         s["energy_j"] = _map(dev.ask("energy", n.nvmlDeviceGetTotalEnergyConsumption, h),
                              lambda mj: round(mj / 1000, 1))
         s["persistence_mode"] = _map(dev.ask("persistence", n.nvmlDeviceGetPersistenceMode, h),

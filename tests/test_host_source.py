@@ -1,0 +1,427 @@
+"""The host source: who each GPU process is, what its DataLoader workers are doing, which
+container, pod or Slurm job it belongs to, and how loaded the node is.
+
+Process facts come from real processes spawned here; cgroup, environ and PSI files are written
+into a temporary proc root with the layouts real container runtimes and schedulers produce.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import subprocess
+import sys
+import time
+import types
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from gputop.model import UNSUPPORTED, JobInfo, Missing, ProcessSample
+from gputop.sources.host import HostSource
+
+ME = os.getpid()
+# Above PID_MAX_LIMIT (2**22): no process here can have it, as for a host PID seen from a container.
+HOST_ONLY_PID = 4_194_400
+
+CTR = "4f8e1c2a9b7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f"
+POD_UID = "6b7f9d3e-2c41-4a8e-9f10-3d5c7b2a1e44"
+POD_SLICE_UID = POD_UID.replace("-", "_")
+
+
+def gpu_process(pid: int, device: int = 0, gpu_mem: int = 2 << 30) -> ProcessSample:
+    """A process as NVML reports it: GPU-side facts only."""
+    return ProcessSample(pid=pid, device_index=device, gpu_mem=gpu_mem)
+
+
+def proc_root_with(tmp_path: Path, pid: int, cgroup: str, environ: dict[str, str] | None = None
+                   ) -> str:
+    """A /proc where `pid` lives (its real stat) in the given cgroup, with the given env."""
+    d = tmp_path / str(pid)
+    d.mkdir(parents=True)
+    (d / "stat").write_bytes(Path(f"/proc/{pid}/stat").read_bytes())
+    (d / "cgroup").write_text(cgroup)
+    if environ is not None:
+        (d / "environ").write_bytes(b"".join(f"{k}={v}".encode() + b"\0"
+                                             for k, v in environ.items()))
+    return str(tmp_path)
+
+
+def enrich_one(source: HostSource, pid: int) -> ProcessSample:
+    (out,) = source.enrich([gpu_process(pid)], time.time())
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Which container, pod or job a GPU process belongs to
+
+
+DOCKER_CGROUP_V1 = "".join(f"{line}\n" for line in [
+    f"12:pids:/docker/{CTR}",
+    f"11:hugetlb:/docker/{CTR}",
+    f"10:net_cls,net_prio:/docker/{CTR}",
+    f"9:perf_event:/docker/{CTR}",
+    f"8:memory:/docker/{CTR}",
+    f"7:devices:/docker/{CTR}",
+    f"6:blkio:/docker/{CTR}",
+    f"5:cpuset:/docker/{CTR}",
+    f"4:freezer:/docker/{CTR}",
+    "3:rdma:/",
+    f"2:cpu,cpuacct:/docker/{CTR}",
+    f"1:name=systemd:/docker/{CTR}",
+    "0::/",
+])
+SLURM_STEP_CGROUP_V1 = "".join(f"{line}\n" for line in [
+    "11:devices:/slurm/uid_1000/job_4242/step_0/task_0",
+    "10:cpuacct,cpu:/system.slice/slurmd.service",
+    "7:memory:/slurm/uid_1000/job_4242/step_0/task_0",
+    "5:cpuset:/slurm/uid_1000/job_4242/step_0",
+    "4:freezer:/slurm/uid_1000/job_4242/step_0",
+    "1:name=systemd:/system.slice/slurmd.service",
+    "0::/",
+])
+
+JOB_CASES = [
+    pytest.param(DOCKER_CGROUP_V1,
+                 JobInfo(container_id=CTR, container_runtime="docker"),
+                 f"docker:{CTR[:12]}", id="docker-cgroup-v1"),
+    pytest.param(f"0::/system.slice/docker-{CTR}.scope\n",
+                 JobInfo(container_id=CTR, container_runtime="docker"),
+                 f"docker:{CTR[:12]}", id="docker-cgroup-v2-systemd"),
+    pytest.param("0::/kubepods.slice/kubepods-besteffort.slice/"
+                 f"kubepods-besteffort-pod{POD_SLICE_UID}.slice/cri-containerd-{CTR}.scope\n",
+                 JobInfo(container_id=CTR, container_runtime="containerd", pod_uid=POD_UID),
+                 "pod:6b7f9d3e", id="k8s-containerd-cgroup-v2"),
+    pytest.param(f"0::/kubepods.slice/kubepods-burstable.slice/"
+                 f"kubepods-burstable-pod{POD_SLICE_UID}.slice/crio-{CTR}.scope\n",
+                 JobInfo(container_id=CTR, container_runtime="cri-o", pod_uid=POD_UID),
+                 "pod:6b7f9d3e", id="k8s-cri-o-cgroup-v2"),
+    pytest.param(f"9:memory:/kubepods/burstable/pod{POD_UID}/{CTR}\n"
+                 f"1:name=systemd:/kubepods/burstable/pod{POD_UID}/{CTR}\n",
+                 JobInfo(container_id=CTR, pod_uid=POD_UID),
+                 "pod:6b7f9d3e", id="k8s-cgroupfs-v1"),
+    pytest.param("0::/user.slice/user-1000.slice/user@1000.service/user.slice/"
+                 f"libpod-{CTR}.scope/container\n",
+                 JobInfo(container_id=CTR, container_runtime="podman"),
+                 f"podman:{CTR[:12]}", id="podman-rootless"),
+    pytest.param("0::/lxc.payload.build-box\n",
+                 JobInfo(container_id="build-box", container_runtime="lxc"),
+                 "lxc:build-box", id="lxc"),
+    pytest.param(SLURM_STEP_CGROUP_V1, JobInfo(slurm_job_id="4242"),
+                 "slurm:4242", id="slurm-step-cgroup-v1"),
+    pytest.param("0::/system.slice/slurmstepd.scope/job_4242/step_0/user/task_0\n",
+                 JobInfo(slurm_job_id="4242"), "slurm:4242", id="slurm-step-cgroup-v2"),
+    pytest.param("4:freezer:/slurm_node07/uid_1000/job_77/step_batch\n",
+                 JobInfo(slurm_job_id="77"), "slurm:77", id="slurm-multiple-slurmd"),
+    pytest.param("0::/system.slice/ollama.service\n",
+                 JobInfo(systemd_unit="ollama.service"), "", id="systemd-service"),
+]
+
+
+@pytest.mark.parametrize(("cgroup", "job", "label"), JOB_CASES)
+def test_gpu_process_is_placed_in_its_container_pod_or_job(
+        tmp_path: Path, cgroup: str, job: JobInfo, label: str) -> None:
+    source = HostSource(proc_root=proc_root_with(tmp_path, ME, cgroup))
+
+    p = enrich_one(source, ME)
+
+    assert p.job == job
+    assert p.job.label() == label
+
+
+def test_a_process_in_no_container_has_no_job(tmp_path: Path) -> None:
+    root = proc_root_with(tmp_path, ME, "0::/user.slice/user-1000.slice/session-3.scope\n")
+
+    assert enrich_one(HostSource(proc_root=root), ME).job is None
+
+
+def test_pod_name_comes_from_the_downward_api_env_not_from_hostname(tmp_path: Path) -> None:
+    cgroup = ("0::/kubepods.slice/kubepods-besteffort.slice/"
+              f"kubepods-besteffort-pod{POD_SLICE_UID}.slice/cri-containerd-{CTR}.scope\n")
+    env = {"HOSTNAME": "not-the-pod", "POD_NAME": "trainer-0", "POD_NAMESPACE": "ml",
+           "PATH": "/usr/bin"}
+    source = HostSource(proc_root=proc_root_with(tmp_path, ME, cgroup, env))
+
+    job = enrich_one(source, ME).job
+
+    assert job == JobInfo(container_id=CTR, container_runtime="containerd", pod_uid=POD_UID,
+                          pod_name="trainer-0", pod_namespace="ml")
+    assert job.label() == "pod:ml/trainer-0"
+
+
+def test_slurm_job_id_from_the_environment_when_the_cgroup_does_not_say(tmp_path: Path) -> None:
+    root = proc_root_with(tmp_path, ME, "0::/user.slice/user-1000.slice/session-3.scope\n",
+                          {"SLURM_JOB_ID": "918273", "SLURM_STEP_ID": "0"})
+
+    job = enrich_one(HostSource(proc_root=root), ME).job
+
+    assert job == JobInfo(slurm_job_id="918273")
+    assert job.label() == "slurm:918273"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a mode-000 file anyway")
+def test_an_environ_we_may_not_read_just_means_less_information(tmp_path: Path) -> None:
+    root = proc_root_with(tmp_path, ME, f"0::/system.slice/docker-{CTR}.scope\n",
+                          {"SLURM_JOB_ID": "1"})
+    (tmp_path / str(ME) / "environ").chmod(0)
+
+    p = enrich_one(HostSource(proc_root=root), ME)
+
+    assert p.job == JobInfo(container_id=CTR, container_runtime="docker")
+    assert p.user == psutil.Process().username()
+
+
+# ----------------------------------------------------------------------------------------------
+# PIDs NVML reports that we cannot see, and processes we may only partly read
+
+
+def test_a_pid_from_another_namespace_is_kept_and_marked_hidden_on_each_gpu() -> None:
+    hidden = [gpu_process(HOST_ONLY_PID, device=0, gpu_mem=5 << 30),
+              gpu_process(HOST_ONLY_PID, device=1, gpu_mem=7 << 30)]
+
+    out = HostSource().enrich(hidden, time.time())
+
+    assert [(p.pid, p.device_index, p.gpu_mem) for p in out] == [
+        (HOST_ONLY_PID, 0, 5 << 30), (HOST_ONLY_PID, 1, 7 << 30)]
+    for p in out:
+        for field in ("user", "name", "cmdline", "cpu_percent", "rss", "create_time"):
+            assert getattr(p, field) == Missing("not_visible"), field
+        assert p.job is None
+        assert p.children == ()
+
+
+def psutil_with(process_class: type) -> types.SimpleNamespace:
+    """psutil, with Process replaced: how a test makes one call fail or counts calls."""
+    names = {k: getattr(psutil, k) for k in dir(psutil) if not k.startswith("__")}
+    return types.SimpleNamespace(**{**names, "Process": process_class})
+
+
+def test_a_field_we_may_not_read_is_marked_no_permission_and_the_rest_is_kept() -> None:
+    class CmdlineDenied(psutil.Process):
+        def cmdline(self) -> list[str]:
+            raise psutil.AccessDenied(self.pid)
+
+    p = enrich_one(HostSource(psutil_module=psutil_with(CmdlineDenied)), ME)
+
+    assert p.cmdline == Missing("no_permission")
+    assert p.name == psutil.Process().name()
+    assert p.create_time == psutil.Process().create_time()
+    assert p.rss > 0
+    assert isinstance(p.cpu_percent, float)
+
+
+def test_another_users_process_behind_a_hardened_proc_is_kept_with_no_permission() -> None:
+    class AllDenied(psutil.Process):  # as /proc mounted hidepid=1 shows another user's process
+        @contextlib.contextmanager
+        def oneshot(self) -> Iterator[None]:
+            yield
+
+        def _denied(self, *args: object, **kwargs: object) -> None:
+            raise psutil.AccessDenied(self.pid)
+
+        username = name = cmdline = create_time = cpu_percent = cpu_times = _denied
+        memory_info = _denied
+
+    p = enrich_one(HostSource(psutil_module=psutil_with(AllDenied)), ME)
+
+    for field in ("user", "name", "cmdline", "cpu_percent", "rss", "create_time"):
+        assert getattr(p, field) == Missing("no_permission"), field
+
+
+def test_a_process_on_two_gpus_is_read_once_and_its_cmdline_once_per_life() -> None:
+    calls: collections.Counter[str] = collections.Counter()
+
+    class Counting(psutil.Process):
+        def cmdline(self) -> list[str]:
+            calls["cmdline"] += 1
+            return super().cmdline()
+
+        def cpu_percent(self, interval: float | None = None) -> float:
+            calls["cpu_percent"] += 1
+            return super().cpu_percent(interval)
+
+    source = HostSource(psutil_module=psutil_with(Counting))
+    on_two = [gpu_process(ME, device=0), gpu_process(ME, device=1)]
+
+    first = source.enrich(on_two, time.time())
+    second = source.enrich(on_two, time.time())
+
+    assert calls == {"cmdline": 1, "cpu_percent": 2}
+    assert first[0].cmdline == first[1].cmdline == second[0].cmdline
+    assert [p.device_index for p in second] == [0, 1]
+
+
+def test_a_zombie_gpu_process_is_kept_with_what_can_still_be_read() -> None:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        wait_for(lambda: psutil.Process(dead.pid).status() == psutil.STATUS_ZOMBIE)
+
+        p = enrich_one(HostSource(), dead.pid)
+
+        assert p.pid == dead.pid
+        assert p.user == psutil.Process().username()
+        assert p.cmdline == Missing("error", detail="zombie process")
+        assert p.rss == 0
+    finally:
+        dead.wait()
+
+
+# ----------------------------------------------------------------------------------------------
+# DataLoader workers: the children of a GPU process
+
+
+BUSY_CHILD = "import os\nparent = os.getppid()\nwhile os.getppid() == parent: pass\n"
+PARENT = (
+    "import subprocess, sys, time\n"
+    f"busy = {BUSY_CHILD!r}\n"
+    "kids = [subprocess.Popen([sys.executable, '-c', busy]) for _ in range(2)]\n"
+    "print(*(k.pid for k in kids), flush=True)\n"
+    "time.sleep(60)\n"
+)
+
+
+@pytest.fixture(scope="module")
+def trainer() -> Iterator[tuple[psutil.Process, list[int]]]:
+    """A 'training process' with two busy DataLoader-like workers. The workers exit by themselves
+    when the parent dies, so a crashed test leaves nothing spinning."""
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        workers = [int(pid) for pid in parent.stdout.readline().split()]
+        yield psutil.Process(parent.pid), workers
+    finally:
+        parent.kill()
+        parent.wait()
+        procs = [psutil.Process(pid) for pid in workers if psutil.pid_exists(pid)]
+        for proc in procs:
+            proc.kill()
+        psutil.wait_procs(procs, timeout=5)
+
+
+def cpu_seconds(pids: list[int]) -> dict[int, float]:
+    return {pid: sum(psutil.Process(pid).cpu_times()[:2]) for pid in pids}
+
+
+def test_busy_dataloader_workers_show_under_their_gpu_process(
+        trainer: tuple[psutil.Process, list[int]]) -> None:
+    parent, workers = trainer
+    source = HostSource()
+
+    source.enrich([gpu_process(parent.pid)], time.time())
+    before, t0 = cpu_seconds(workers), time.monotonic()
+    time.sleep(1.0)
+    (p,) = source.enrich([gpu_process(parent.pid)], time.time())
+    after, t1 = cpu_seconds(workers), time.monotonic()
+
+    assert p.cmdline == (sys.executable, "-c", PARENT)
+    assert sorted(c.pid for c in p.children) == sorted(workers)
+    for child in p.children:
+        # What the worker really got between the ticks: ~100 % of a core on an idle machine,
+        # less when other work shares the cores, so the check is against that, not against 100.
+        got = 100 * (after[child.pid] - before[child.pid]) / (t1 - t0)
+        assert child.cpu_percent == pytest.approx(got, abs=10), child
+        assert child.cpu_percent > 25, child
+        assert child.rss > 0
+        assert child.name.startswith("python")
+    assert p.cpu_percent < 25  # the parent only sleeps
+
+
+def test_a_child_with_its_own_gpu_context_is_not_counted_as_a_worker(
+        trainer: tuple[psutil.Process, list[int]]) -> None:
+    parent, (on_gpu, worker) = trainer
+
+    out = HostSource().enrich([gpu_process(parent.pid), gpu_process(on_gpu, device=1)],
+                              time.time())
+
+    assert [c.pid for c in out[0].children] == [worker]
+    assert out[1].children == ()
+
+
+def test_untrusted_command_lines_are_stored_exactly_as_the_process_gave_them() -> None:
+    argv = [sys.executable, "-c", "import time; time.sleep(30)",
+            "[red]x[/red]", "\x1b]0;pwn\x07", "\x1b[2J\x1b[31mgotcha", "[bold]"]
+    proc = subprocess.Popen(argv)
+    try:
+        p = enrich_one(HostSource(), proc.pid)
+
+        assert p.cmdline == (sys.executable, "-c", "import time; time.sleep(30)",
+                             "[red]x[/red]", "\x1b]0;pwn\x07", "\x1b[2J\x1b[31mgotcha", "[bold]")
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+# ----------------------------------------------------------------------------------------------
+# The node: CPU, memory, pressure
+
+
+def test_pressure_stall_some_avg10_is_read_for_cpu_io_and_memory(tmp_path: Path) -> None:
+    pressure = tmp_path / "pressure"
+    pressure.mkdir()
+    (pressure / "cpu").write_text("some avg10=12.34 avg60=5.00 avg300=1.00 total=123456789\n"
+                                  "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+    (pressure / "io").write_text("some avg10=41.50 avg60=20.00 avg300=7.25 total=99\n"
+                                 "full avg10=30.00 avg60=15.00 avg300=5.00 total=77\n")
+    (pressure / "memory").write_text("some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+                                     "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+
+    h = HostSource(proc_root=str(tmp_path)).sample(time.time())
+
+    assert (h.psi_cpu_some, h.psi_io_some, h.psi_mem_some) == (12.34, 41.5, 0.0)
+
+
+def test_pressure_is_unsupported_on_a_kernel_without_psi(tmp_path: Path) -> None:
+    h = HostSource(proc_root=str(tmp_path)).sample(time.time())
+
+    assert (h.psi_cpu_some, h.psi_io_some, h.psi_mem_some) == (UNSUPPORTED,) * 3
+
+
+def test_the_first_sample_primes_cpu_and_the_next_one_measures_it() -> None:
+    source = HostSource()
+
+    first = source.sample(time.time())
+    time.sleep(0.2)
+    second = source.sample(time.time())
+
+    assert first.cpu_percent == Missing("pending")
+    assert first.cpu_percent_per_core == ()
+    assert 0.0 <= second.cpu_percent <= 100.0
+    assert len(second.cpu_percent_per_core) == second.cpu_count == psutil.cpu_count()
+    assert 0 < second.mem_available <= second.mem_total
+    assert 0 < second.mem_used <= second.mem_total
+    assert len(second.load_avg) == 3
+
+
+CpuTimes = collections.namedtuple(
+    "CpuTimes", "user nice system idle iowait irq softirq steal guest guest_nice")
+
+
+def test_busy_and_iowait_are_shares_of_the_time_between_two_samples() -> None:
+    # Two cores over one interval: core 0 ran 60 user + 20 system of 100 (guest time is already
+    # inside user, so it must not count twice); core 1 idled 50 and waited on I/O 50.
+    ticks = iter([
+        [CpuTimes(100, 0, 100, 100, 0, 0, 0, 0, 10, 0), CpuTimes(0, 0, 0, 100, 100, 0, 0, 0, 0, 0)],
+        [CpuTimes(160, 0, 120, 120, 0, 0, 0, 0, 40, 0),
+         CpuTimes(0, 0, 0, 150, 150, 0, 0, 0, 0, 0)],
+    ])
+    fake = psutil_with(psutil.Process)
+    fake.cpu_times = lambda percpu: next(ticks)
+
+    source = HostSource(psutil_module=fake)
+    source.sample(time.time())
+    h = source.sample(time.time())
+
+    assert h.cpu_percent_per_core == (80.0, 0.0)
+    assert h.cpu_percent == 40.0
+    assert h.iowait_percent == 25.0
+
+
+def wait_for(condition, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.01)

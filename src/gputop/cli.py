@@ -129,8 +129,8 @@ def run_once(args: argparse.Namespace, out: TextIO) -> int:
 
     if args.demo:
         feed = demo_feed(args)
-        for _ in range(120):  # two minutes in: training is running
-            snap = feed.poll_once()
+        feed.skip(120)  # two minutes in: training is running
+        snap = feed.poll_once()
     else:
         # Short slow cadence so that rates and GPM (which need two readings) are filled.
         poller = live_poller(args, slow_interval=0.2)

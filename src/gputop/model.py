@@ -349,9 +349,9 @@ class Snapshot:
     def processes_on(self, index: int) -> tuple[ProcessSample, ...]:
         return tuple(p for p in self.processes if p.device_index == index)
 
-    def to_dict(self) -> dict[str, Any]:
-        out = {"schema": SCHEMA}
-        out.update(to_dict(self))
+    def to_dict(self, *, drop_nulls: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = {"schema": SCHEMA}
+        out.update(to_dict(self, drop_nulls=drop_nulls))
         return out
 
     @classmethod
@@ -379,7 +379,20 @@ def missing_from_dict(d: Mapping[str, Any]) -> Missing:
     return Missing(str(d["reason"]), d.get("since"), str(d.get("detail", "")))
 
 
+_SCALARS = (int, float, str, bool, type(None))
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _names(cls: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
 def _plain(v: Any) -> Any:
+    if isinstance(v, _SCALARS):
+        return v
     if isinstance(v, tuple):
         return [_plain(x) for x in v]
     if isinstance(v, Mapping):
@@ -389,19 +402,28 @@ def _plain(v: Any) -> Any:
     return v
 
 
-def to_dict(obj: Any) -> dict[str, Any]:
+def to_dict(obj: Any, *, drop_nulls: bool = False) -> dict[str, Any]:
+    """The JSON shape. With `drop_nulls`, keys whose value is null are left out (record form)."""
     out: dict[str, Any] = {}
     unavailable: dict[str, Any] = {}
-    for f in dataclasses.fields(obj):
-        v = getattr(obj, f.name)
-        if isinstance(v, Missing):
-            if f.name == "lost":
-                out[f.name] = missing_to_dict(v)
+    for name in _names(type(obj)):
+        v = getattr(obj, name)
+        if isinstance(v, _SCALARS):
+            if v is not None or not drop_nulls:
+                out[name] = v
+        elif isinstance(v, Missing):
+            if name == "lost":
+                out[name] = missing_to_dict(v)
                 continue
-            out[f.name] = None
-            unavailable[f.name] = missing_to_dict(v)
+            if not drop_nulls:
+                out[name] = None
+            unavailable[name] = missing_to_dict(v)
+        elif isinstance(v, tuple) and v and dataclasses.is_dataclass(v[0]):
+            out[name] = [to_dict(x, drop_nulls=drop_nulls) for x in v]
+        elif dataclasses.is_dataclass(v):
+            out[name] = to_dict(v, drop_nulls=drop_nulls)
         else:
-            out[f.name] = _plain(v)
+            out[name] = _plain(v)
     if unavailable:
         out["unavailable"] = unavailable
     return out
@@ -422,8 +444,7 @@ def from_dict(cls: type[T], d: Mapping[str, Any]) -> T:
     nested: dict[str, type] = getattr(cls, "_nested", {})
     unavailable: Mapping[str, Any] = d.get("unavailable") or {}
     kwargs: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        name = f.name
+    for name in _names(cls):
         if name in unavailable:
             kwargs[name] = missing_from_dict(unavailable[name])
             continue

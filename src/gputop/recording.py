@@ -42,10 +42,12 @@ def _key(item: Mapping[str, Any], parts: tuple[str, ...]) -> str:
 
 
 def to_record(snap: Snapshot) -> dict[str, Any]:
-    d = snap.to_dict()
+    # Merge patch uses null for "delete", so the record form has no nulls: a key that is absent
+    # decodes to its default, and a missing measurement is in "unavailable".
+    d = snap.to_dict(drop_nulls=True)
     for name, parts in _KEYED.items():
         d[name] = {_key(x, parts): x for x in d.get(name) or ()}
-    return _drop_nulls(d)
+    return d
 
 
 def from_record(d: Mapping[str, Any]) -> Snapshot:
@@ -53,16 +55,6 @@ def from_record(d: Mapping[str, Any]) -> Snapshot:
     for name in _KEYED:
         plain[name] = list((d.get(name) or {}).values())
     return Snapshot.from_dict(plain)
-
-
-def _drop_nulls(d: Any) -> Any:
-    # Merge patch uses null for "delete", so the record form has no nulls: a key that is absent
-    # decodes to its default, and a missing measurement is in "unavailable".
-    if isinstance(d, dict):
-        return {k: _drop_nulls(v) for k, v in d.items() if v is not None}
-    if isinstance(d, list):
-        return [_drop_nulls(v) for v in d]
-    return d
 
 
 def diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
@@ -181,6 +173,7 @@ class RecordingReader:
         self.path = Path(path)
         self.warning: str | None = None
         self.header: dict[str, Any] = {}
+        self.ticks = 0
         try:
             self._f: IO[bytes] = open(self.path, "rb")  # noqa: SIM115
         except FileNotFoundError:
@@ -255,6 +248,10 @@ class RecordingReader:
             self.warning = f"{self.path} ends in the middle of a tick; that tick was dropped"
 
     def __iter__(self) -> Iterator[Snapshot]:
+        return self.decoded(self.states())
+
+    def states(self) -> Iterator[dict[str, Any]]:
+        """Each tick in record form, without building Snapshots (cheap: for skipping ahead)."""
         state: dict[str, Any] | None = None
         n = 0
         try:
@@ -270,12 +267,24 @@ class RecordingReader:
                         state = apply(state, rec["d"])
                     else:
                         continue  # a line type from a newer minor version: skip it
-                    yield from_record(state)
+                    if not isinstance(state, dict):
+                        raise ValueError("a tick that is not an object")
                 except (ValueError, KeyError, TypeError) as e:
                     self.warning = f"{self.path}: tick {n} is damaged ({e}); read up to it"
                     return
+                self.ticks = n
+                yield state
         finally:
             self._f.close()
+
+    def decoded(self, states: Iterator[dict[str, Any]]) -> Iterator[Snapshot]:
+        for n, state in enumerate(states, 1):
+            try:
+                snap = from_record(state)
+            except (ValueError, KeyError, TypeError) as e:
+                self.warning = f"{self.path}: tick {n} is damaged ({e}); read up to it"
+                return
+            yield snap
 
 
 def read_recording(path: str | os.PathLike[str]) -> ReadResult:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from gputop.errors import RecordingError
 from gputop.model import Snapshot
-from gputop.recording import read_recording
+from gputop.recording import RecordingReader, from_record
 
 DEMO_FILE = "demo-8xh100.jsonl.gz"
 
@@ -26,10 +26,12 @@ class RecordingFeed:
     """Plays Snapshots at `interval`, re-timed to the wall clock (so data age reads as live) and,
     with `loop`, starting over at the end."""
 
-    def __init__(self, snapshots: Sequence[Snapshot], *, loop: bool = True, retime: bool = True,
-                 clock: Callable[[], float] = time.time, warning: str | None = None) -> None:
+    def __init__(self, snapshots: Sequence[Snapshot | dict], *, loop: bool = True,
+                 retime: bool = True, clock: Callable[[], float] = time.time,
+                 warning: str | None = None) -> None:
         if not snapshots:
             raise RecordingError("the recording holds no snapshots")
+        # Snapshots, or ticks in record form decoded when played (a day is 86,400 of them).
         self.snapshots = list(snapshots)
         self.loop = loop
         self.retime = retime
@@ -39,8 +41,12 @@ class RecordingFeed:
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], **kw: object) -> RecordingFeed:
-        result = read_recording(path)
-        return cls(result.snapshots, warning=result.warning, **kw)  # type: ignore[arg-type]
+        reader = RecordingReader(path)
+        states = list(reader.states())
+        return cls(states, warning=reader.warning, **kw)  # type: ignore[arg-type]
+
+    def skip(self, n: int) -> None:
+        self._i = min(len(self.snapshots) - 1, self._i + n)
 
     def next(self) -> Snapshot | None:
         if self._i >= len(self.snapshots):
@@ -48,6 +54,8 @@ class RecordingFeed:
                 return None
             self._i = 0
         snap = self.snapshots[self._i]
+        if isinstance(snap, dict):
+            snap = self.snapshots[self._i] = from_record(snap)
         self._i += 1
         if self.retime:
             snap = dataclasses.replace(snap, time=self._clock())

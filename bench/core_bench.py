@@ -26,10 +26,12 @@ from gputop.testing.fake_nvml import FakeNvml
 
 def tick_cost(snaps: list, ticks: int = 300) -> tuple[float, float, float]:
     with FakeNvml(snaps) as fake:
-        poller = Poller([NvmlSource(slow_interval=5.0)], HostSource())
+        clock = [1_800_000_000.0]  # one poll a second, as the dashboard does at --interval 1
+        poller = Poller([NvmlSource(slow_interval=5.0)], HostSource(), clock=lambda: clock[0])
         poller.open()
         fast, slow = [], []
         for t in range(ticks):
+            clock[0] += 1.0
             start = time.process_time()
             poller.poll_once()
             (slow if t % 5 == 0 else fast).append(time.process_time() - start)
@@ -45,8 +47,8 @@ from gputop.recording import read_recording
 from gputop.replay import demo_path
 from gputop.testing.fake_nvml import FakeNvml
 from gputop.cli import main
-snaps = read_recording(demo_path()).snapshots[100:103]
-with FakeNvml(snaps):
+from gputop.testing.synthetic import node
+with FakeNvml([node(8, links=18)]):
     sys.exit(main(["--once"]))
 """
 

@@ -137,3 +137,29 @@ def test_untrusted_process_text_cannot_reach_the_terminal(capsys: pytest.Capture
     out = render(dataclasses.replace(snap, processes=(evil,)))
     assert "\x1b" not in out and "\x07" not in out
     assert "\\x1b]0;pwned\\x07 [red]x[/red]" in out
+
+
+REALDATA = Path(__file__).parent / "data" / "realdata" / "nvidia-smi-xml"
+
+
+def test_import_nvidia_smi_dumps_then_replay_them(tmp_path: Path) -> None:
+    out = tmp_path / "t4.gputop"
+    r = gputop("import", "-o", str(out), str(REALDATA / "tesla-t4_x1_drv515_telegraf.xml"))
+    assert r.returncode == 0, r.stderr
+    r = gputop("replay", str(out))  # a pipe: prints the last snapshot
+    assert r.returncode == 0, r.stderr
+    assert "Tesla T4" in r.stdout and "27/70 W" in r.stdout
+
+
+def test_replay_of_a_file_of_the_wrong_kind_is_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "notes.txt"
+    bad.write_text("not a recording")
+    r = gputop("replay", str(bad))
+    assert r.returncode == 1
+    assert r.stderr == f"gputop: {bad} is not a gputop recording: expected a gzip stream of " \
+                       "JSON lines\n"
+
+
+def test_unknown_command() -> None:
+    r = gputop("frobnicate")
+    assert r.returncode == 2 and "unknown command" in r.stderr

@@ -26,7 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="gputop",
         description="A live terminal GPU monitor for people who train models.",
-        epilog="Without a terminal on stdout, gputop prints one snapshot (as --once) and exits.",
+        epilog="Without a terminal on stdout, gputop prints one snapshot (as --once) and exits. "
+               "Commands: gputop replay FILE | report FILE | import -o OUT FILES | plan ...",
     )
     p.add_argument("--version", action="version", version=f"gputop {__version__}")
     p.add_argument("--once", action="store_true", help="print one snapshot as a table and exit")
@@ -231,7 +232,109 @@ class RecordingTee:
 # ----------------------------------------------------------------------------------------------
 
 
+def replay_main(argv: Sequence[str]) -> int:
+    p = argparse.ArgumentParser(prog="gputop replay",
+                                description="Play a recording in the dashboard.")
+    p.add_argument("file")
+    p.add_argument("--interval", type=_positive, default=1.0, metavar="SECONDS",
+                   help="seconds between ticks on screen (default 1; 0.1 plays 10x faster)")
+    p.add_argument("--once", action="store_true", help="print the last snapshot and exit")
+    p.add_argument("--json", action="store_true", help="with --once: as JSON")
+    p.add_argument("--no-mouse", action="store_true")
+    p.add_argument("--ansi", action="store_true")
+    args = p.parse_args(argv)
+    from gputop.replay import RecordingFeed
+    from gputop.show.table import render
+
+    feed = RecordingFeed.from_file(args.file, loop=False, retime=False)
+    if feed.warning:
+        print(f"gputop: warning: {feed.warning}", file=sys.stderr)
+    if args.once or args.json or not sys.stdout.isatty():
+        feed.skip(len(feed.snapshots))
+        snap = feed.poll_once()
+        if args.json:
+            json.dump(snap.to_dict(), sys.stdout, indent=2, ensure_ascii=False)
+            sys.stdout.write("\n")
+        else:
+            sys.stdout.write(render(snap))
+        return 0
+    from gputop.ui.app import GputopApp
+
+    GputopApp(feed, interval=args.interval, readonly=True, mouse=not args.no_mouse,
+              ansi=args.ansi, title_suffix=f" (replay of {os.path.basename(args.file)})"
+              ).run(mouse=not args.no_mouse)
+    return 0
+
+
+def import_main(argv: Sequence[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="gputop import",
+        description="Turn `nvidia-smi -q -x` dumps (one file per moment) into a recording.")
+    p.add_argument("files", nargs="+", help="nvidia-smi -q -x outputs, in time order")
+    p.add_argument("-o", "--output", required=True, help="the recording to write")
+    p.add_argument("--topo", help="an `nvidia-smi topo -m` output to attach")
+    args = p.parse_args(argv)
+    from gputop.importers.nvsmi_topo import parse_topo_matrix
+    from gputop.importers.nvsmi_xml import parse_nvsmi_xml
+    from gputop.recording import RecordingWriter
+
+    topo = None
+    if args.topo:
+        topo = parse_topo_matrix(_read_text(args.topo))
+    snaps = []
+    for path in args.files:
+        try:
+            snap = parse_nvsmi_xml(_read_text(path))
+        except ValueError as e:
+            raise GputopError(f"{path}: {e}") from None
+        snaps.append(dataclasses.replace(snap, topology=topo) if topo else snap)
+    snaps.sort(key=lambda s: s.time)
+    with RecordingWriter(args.output, meta={"imported_from": "nvidia-smi -q -x"}) as w:
+        for snap in snaps:
+            w.write(snap)
+    print(f"gputop: {len(snaps)} snapshots written to {args.output}", file=sys.stderr)
+    return 0
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError as e:
+        raise GputopError(f"cannot read {path}: {e.strerror or e}") from None
+
+
+def _subcommand(name: str) -> Callable[[Sequence[str]], int] | None:
+    if name == "replay":
+        return replay_main
+    if name == "import":
+        return import_main
+    if name == "report":
+        from gputop.diagnose.report import main as report_main
+
+        return report_main
+    if name == "plan":
+        from gputop.plan import main as plan_main
+
+        return plan_main
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and not argv[0].startswith("-"):
+        try:
+            command = _subcommand(argv[0])
+            if command is None:
+                print(f"gputop: unknown command {argv[0]!r} (commands: replay, report, import, "
+                      "plan; see gputop --help)", file=sys.stderr)
+                return 2
+            return command(argv[1:])
+        except GputopError as e:
+            print(f"gputop: {e}", file=sys.stderr)
+            return e.exit_code
+        except KeyboardInterrupt:
+            return EXIT_INTERRUPTED
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.json and not args.once and sys.stdout.isatty():

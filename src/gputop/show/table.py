@@ -60,7 +60,7 @@ def device_row(d: DeviceSample) -> list[str]:
 def process_row(p: ProcessSample, now: float) -> list[str]:
     user = fmt(p.user, printable)
     job = p.job.label() if p.job else ""
-    cmd = fmt(p.cmdline, lambda c: command_line(c) if c else "")
+    cmd = command_line(p.cmdline) if isinstance(p.cmdline, tuple) and p.cmdline else ""
     if not cmd:
         cmd = fmt(p.name, printable)
     return [str(p.device_index), str(p.pid), user, printable(job), gib(p.gpu_mem) + " GiB",

@@ -11,7 +11,7 @@ from importlib import resources
 from pathlib import Path
 
 from gputop.errors import RecordingError
-from gputop.model import Snapshot
+from gputop.model import Missing, Snapshot
 from gputop.recording import RecordingReader, from_record
 
 DEMO_FILE = "demo-8xh100.jsonl.gz"
@@ -38,6 +38,7 @@ class RecordingFeed:
         self.warning = warning
         self._clock = clock
         self._i = 0
+        self._offset: float | None = None
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], **kw: object) -> RecordingFeed:
@@ -53,13 +54,25 @@ class RecordingFeed:
             if not self.loop:
                 return None
             self._i = 0
+            self._offset = None
         snap = self.snapshots[self._i]
         if isinstance(snap, dict):
             snap = self.snapshots[self._i] = from_record(snap)
         self._i += 1
         if self.retime:
-            snap = dataclasses.replace(snap, time=self._clock())
+            snap = self._shift(snap)
         return snap
+
+    def _shift(self, snap: Snapshot) -> Snapshot:
+        """Moves the recording to now, keeping its own pace and the processes' ages."""
+        if self._offset is None:
+            self._offset = self._clock() - snap.time
+        off = self._offset
+        procs = tuple(
+            p if isinstance(p.create_time, Missing)
+            else dataclasses.replace(p, create_time=p.create_time + off)
+            for p in snap.processes)
+        return dataclasses.replace(snap, time=snap.time + off, processes=procs)
 
     def poll_once(self) -> Snapshot:
         snap = self.next()

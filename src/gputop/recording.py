@@ -100,6 +100,7 @@ class RecordingWriter:
         self._fsync = fsync
         self._keyframe_every = keyframe_every
         self._prev: dict[str, Any] | None = None
+        self._broken = False
         self._z = zlib.compressobj(6, zlib.DEFLATED, _GZIP_WBITS)
         try:
             self._f: IO[bytes] = open(self.path, "xb")  # noqa: SIM115 - closed in close()
@@ -113,6 +114,8 @@ class RecordingWriter:
         self._emit(header)
 
     def write(self, snap: Snapshot) -> None:
+        if self._broken:
+            raise RecordingError(f"{self.path}: recording stopped after a write error")
         rec = to_record(snap)
         if self._prev is None or self.ticks % self._keyframe_every == 0:
             self._emit({"k": rec})
@@ -130,6 +133,9 @@ class RecordingWriter:
             if self._fsync:
                 os.fsync(self._f.fileno())
         except OSError as e:
+            # The compressor has taken a tick the file lacks: finishing the stream now would
+            # write a checksum over it. Stop here; the file stays readable up to its last tick.
+            self._broken = True
             raise RecordingError(
                 f"cannot write {self.path}: {e.strerror or e}",
                 hint=f"the {self.ticks} ticks written before are kept",
@@ -140,9 +146,11 @@ class RecordingWriter:
         if self._f.closed:
             return
         try:
-            self._f.write(self._z.flush(zlib.Z_FINISH))
-            self._f.close()
+            if not self._broken:
+                self._f.write(self._z.flush(zlib.Z_FINISH))
         except OSError:
+            pass
+        finally:
             self._f.close()
 
     def __enter__(self) -> RecordingWriter:
@@ -223,9 +231,9 @@ class RecordingReader:
             except zlib.error:
                 # Decompress again in small steps to keep what precedes the damage.
                 z, data = saved, b""
-                for i in range(0, len(chunk), 64):
+                for i in range(len(chunk)):
                     try:
-                        data += z.decompress(chunk[i:i + 64])
+                        data += z.decompress(chunk[i:i + 1])
                     except zlib.error as e:
                         self.warning = f"{self.path} is damaged ({e}); read up to the damage"
                         break

@@ -5,7 +5,8 @@ import sys
 
 CORE = ["gputop.model", "gputop.recording", "gputop.poller", "gputop.replay", "gputop.cli",
         "gputop.sources.nvml", "gputop.sources.host", "gputop.show.table", "gputop.safetext",
-        "gputop.testing.fake_nvml"]
+        "gputop.testing.fake_nvml", "gputop.probe", "gputop.probe_reader", "gputop.plan",
+        "gputop.importers.nvsmi_xml", "gputop.sources.amd"]
 
 
 def test_core_modules_do_not_import_textual() -> None:

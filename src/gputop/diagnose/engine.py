@@ -1,0 +1,263 @@
+"""The diagnostics engine: windows of Snapshots in, Findings out.
+
+A `Diagnostic` is a pure function of a window of Snapshots (oldest first) that returns the
+`Condition`s holding now. The engine turns conditions into `Finding`s the way an alerting system
+does (notes §8): a condition must hold for its `for` duration before a finding opens, and an open
+finding closes only after the condition has been false for the same duration, so a finding does not
+flap. The engine has no clock and does no I/O: time is `Snapshot.time`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import math
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gputop.model import Snapshot
+
+SEVERITIES = ("info", "warning", "critical")
+_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+
+# A diagnostic that raises is switched off and reported once with this id.
+BROKEN_ID = "diagnose.broken"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A problem found over a stretch of time; `until` is None while it lasts."""
+
+    id: str  # what kind of problem, e.g. "loader.starvation"
+    severity: str  # info | warning | critical
+    device: int | None
+    pid: int | None
+    title: str  # one line, with the numbers
+    since: float  # epoch s: when the condition began to hold
+    until: float | None  # epoch s: when it stopped holding; None while open
+    evidence: Mapping[str, float] = field(default_factory=dict)
+    cause: str = ""
+    fix: str = ""
+
+    @property
+    def open(self) -> bool:
+        return self.until is None
+
+    @property
+    def detail(self) -> str:
+        """The line the findings panel shows under the title."""
+        return self.cause
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "severity": self.severity, "device": self.device, "pid": self.pid,
+                "start": self.since, "end": self.until, "title": self.title, "cause": self.cause,
+                "fix": self.fix, "evidence": dict(self.evidence)}
+
+
+@dataclass(frozen=True)
+class Condition:
+    """What a diagnostic says holds now. `score` ranks conditions of equal severity: the finding
+    keeps the words and numbers of its worst moment, which is what a postmortem wants."""
+
+    id: str
+    severity: str
+    title: str
+    cause: str
+    fix: str
+    device: int | None = None
+    pid: int | None = None
+    evidence: Mapping[str, float] = field(default_factory=dict)
+    for_s: float | None = None  # overrides the diagnostic's `for` for this clause
+    score: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.severity not in _RANK:
+            raise ValueError(f"unknown severity {self.severity!r}")
+
+    @property
+    def key(self) -> tuple[str, int | None, int | None]:
+        return (self.id, self.device, self.pid)
+
+
+Check = Callable[[Sequence[Snapshot]], Iterable[Condition]]
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """A check with the window it reads and how long its conditions must hold.
+
+    `clear_s` is how long a condition must be false before its finding closes; None means the
+    same as its `for` duration (notes §8). `every_s` is how often it runs: the notes evaluate
+    rules every slow tick (5 s) over sliding windows; a check that must answer at once says 0."""
+
+    name: str
+    check: Check
+    window_s: float = 60.0
+    for_s: float = 0.0
+    clear_s: float | None = None
+    every_s: float = 5.0
+
+
+@dataclass
+class _Track:
+    """One condition key through time."""
+
+    pending_since: float | None = None
+    false_since: float | None = None
+    best: Condition | None = None  # the worst moment so far
+    finding: Finding | None = None
+
+
+def _worse(a: Condition, b: Condition | None) -> bool:
+    if b is None:
+        return True
+    return (_RANK[a.severity], a.score) >= (_RANK[b.severity], b.score)
+
+
+class Engine:
+    """Runs diagnostics over Snapshots, live (`update`) or over a recording (`run`)."""
+
+    def __init__(self, diagnostics: Iterable[Diagnostic] | None = None,
+                 broken: Iterable[tuple[str, str]] = ()) -> None:
+        """`diagnostics` defaults to the built-in ones; `broken` lists (name, why) of plug-ins
+        that could not be loaded, reported as warning findings at the first tick."""
+        if diagnostics is None:
+            from gputop.diagnose.rules import BUILTIN  # the rules import this module
+
+            diagnostics = BUILTIN
+        self.diagnostics = list(diagnostics)
+        self.notes: list[str] = [f"{name}: {msg}" for name, msg in broken]
+        self._broken_pending = list(broken)  # reported as findings at the first snapshot
+        self._span = max((d.window_s for d in self.diagnostics), default=0.0)
+        self._window: deque[Snapshot] = deque()
+        # Keyed by the Diagnostic itself, so two plug-ins that chose the same name stay apart.
+        self._tracks: dict[tuple[Diagnostic, tuple[str, int | None, int | None]], _Track] = {}
+        self._closed: list[Finding] = []
+        self._ran: dict[Diagnostic, float] = {}  # when each diagnostic last ran
+        self._notices: list[Finding] = []  # broken diagnostics, open for good
+
+    # -- live --------------------------------------------------------------------------------
+
+    def update(self, snap: Snapshot) -> list[Finding]:
+        """Takes one tick; returns the findings open now."""
+        if self._window and snap.time <= self._window[-1].time:
+            return self.open_findings()  # a repeated or out-of-order tick says nothing new
+        self._window.append(snap)
+        while self._window and self._window[0].time < snap.time - self._span:
+            self._window.popleft()
+        for name, msg in self._broken_pending:
+            self._notices.append(_broken(name, msg, snap.time))
+        self._broken_pending.clear()
+        window = list(self._window)
+        times = [s.time for s in window]
+        for diag in list(self.diagnostics):
+            ran = self._ran.get(diag)
+            if ran is not None and snap.time - ran < diag.every_s:
+                continue
+            self._ran[diag] = snap.time
+            sub = window[bisect.bisect_left(times, snap.time - diag.window_s):]
+            try:
+                conds = list(diag.check(sub))
+                for c in conds:
+                    if not isinstance(c, Condition):
+                        raise TypeError(f"returned {type(c).__name__}, not a Condition")
+            except Exception as e:
+                self.diagnostics.remove(diag)
+                self._drop(diag)
+                self._notice(diag.name, f"{type(e).__name__}: {e}", snap.time)
+                continue
+            self._apply(diag, conds, snap.time)
+        return self.open_findings()
+
+    def open_findings(self) -> list[Finding]:
+        found = [t.finding for t in self._tracks.values() if t.finding is not None]
+        return sorted([*self._notices, *found], key=_order)
+
+    # -- over a recording ----------------------------------------------------------------------
+
+    def run(self, snapshots: Iterable[Snapshot]) -> list[Finding]:
+        """Feeds every Snapshot; returns the timeline: closed findings and those still open."""
+        for s in snapshots:
+            self.update(s)
+        return self.timeline()
+
+    def timeline(self) -> list[Finding]:
+        """Every finding so far, oldest first. One whose condition has stopped holding but has not
+        yet been false for its clearing time ends where it stopped: that is the best estimate when
+        a recording ends in between."""
+        ending = [dataclasses.replace(t.finding, until=t.false_since)
+                  for t in self._tracks.values()
+                  if t.finding is not None and t.false_since is not None]
+        still = [t.finding for t in self._tracks.values()
+                 if t.finding is not None and t.false_since is None]
+        return sorted([*self._closed, *self._notices, *ending, *still],
+                      key=lambda f: (f.since, _order(f)))
+
+    # -- the state machine -------------------------------------------------------------------
+
+    def _apply(self, diag: Diagnostic, conds: list[Condition], now: float) -> None:
+        holding: dict[tuple[str, int | None, int | None], Condition] = {}
+        for c in conds:  # one condition per key: the worst, if a check repeats itself
+            if _worse(c, holding.get(c.key)):
+                holding[c.key] = c
+        for key, c in holding.items():
+            track = self._tracks.setdefault((diag, key), _Track())
+            track.false_since = None
+            if track.pending_since is None:
+                track.pending_since = now
+            if _worse(c, track.best):
+                track.best = c
+            for_s = c.for_s if c.for_s is not None else diag.for_s
+            if track.finding is not None or now - track.pending_since >= for_s:
+                track.finding = _finding(track.best, track.pending_since)
+        for tkey, track in list(self._tracks.items()):
+            owner, key = tkey
+            if owner is not diag or key in holding:
+                continue
+            if track.finding is None:
+                del self._tracks[tkey]  # it never opened: start over next time
+                continue
+            if track.false_since is None:
+                track.false_since = now
+            assert track.best is not None
+            for_s = track.best.for_s if track.best.for_s is not None else diag.for_s
+            clear_s = diag.clear_s if diag.clear_s is not None else for_s
+            if now - track.false_since >= clear_s:
+                self._closed.append(dataclasses.replace(track.finding, until=track.false_since))
+                del self._tracks[tkey]
+
+    def _drop(self, diag: Diagnostic) -> None:
+        for tkey in [k for k in self._tracks if k[0] is diag]:
+            track = self._tracks.pop(tkey)
+            if track.finding is not None and self._window:
+                self._closed.append(dataclasses.replace(track.finding,
+                                                        until=self._window[-1].time))
+
+    def _notice(self, name: str, message: str, now: float) -> None:
+        self.notes.append(f"{name}: {message}")
+        self._notices.append(_broken(name, message, now))
+
+
+def _broken(name: str, message: str, now: float) -> Finding:
+    return Finding(
+        id=BROKEN_ID, severity="warning", device=None, pid=None,
+        title=f"diagnostic {name!r} is switched off: {message}", since=now, until=None,
+        cause="The diagnostic failed to load or raised an error; the others still run.",
+        fix="Update or uninstall the package that provides it.")
+
+
+def _finding(c: Condition | None, since: float) -> Finding:
+    assert c is not None
+    evidence = {k: float(v) for k, v in c.evidence.items() if _number(v)}
+    return Finding(id=c.id, severity=c.severity, device=c.device, pid=c.pid, title=c.title,
+                   since=since, until=None, evidence=evidence, cause=c.cause, fix=c.fix)
+
+
+def _number(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _order(f: Finding) -> tuple[int, int, str]:
+    return (-_RANK[f.severity], -1 if f.device is None else f.device, f.id)

@@ -1,0 +1,220 @@
+"""R8 health rules: a lost GPU, memory errors, a degraded PCIe or NVLink link (notes §8 R8).
+
+Cheap checks of counters and flags with high value: most of them need a reset, a reboot or a
+hardware ticket, and the message says which.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gputop.diagnose.engine import Condition, Diagnostic
+from gputop.diagnose.window import device_at, increase, last, number, series
+from gputop.model import DeviceSample, LinkSample, Missing, Snapshot
+
+COUNTER_WINDOW_S = 300.0  # error counters are compared over 5 min, so a slow trickle stays open
+LOAD_WINDOW_S = 60.0
+PCIE_LOAD = 50.0  # R8 pcie.downtrained: under load (util >= 50 %) ...
+PCIE_FOR_S = 300.0  # ... for 5 min
+PCIE_MIN_LOADED_TICKS = 5
+PCIE_REPLAYS_PER_MIN = 100.0  # R8: initial guess, to tune on fleet data
+REPLAY_MIN_S = 60.0
+NVLINK_COUNTERS = ("crc_flit", "crc_data", "replay", "recovery")
+
+RESET_FIX = "Drain the node's jobs from this GPU and reset it (nvidia-smi -r) or reboot."
+
+
+def check_lost(window: Sequence[Snapshot]) -> list[Condition]:
+    out = []
+    for d in window[-1].devices if window else ():
+        if not _lost(d):
+            continue
+        since = d.lost.since if isinstance(d.lost, Missing) else None
+        out.append(Condition(
+            id="gpu.lost", severity="critical", device=d.index,
+            title=f"GPU{d.index} ({d.pci_bus_id}) fell off the bus",
+            cause="The driver reports the GPU as lost; no call to it succeeds.",
+            fix="Reset or reboot the node; if it happens again, check the GPU's power and seating "
+                "and open a hardware ticket.",
+            evidence={"lost_since": since} if since is not None else {}))
+    return out
+
+
+def _lost(d: DeviceSample) -> bool:
+    if d.lost is not None:
+        return True
+    return isinstance(d.util_gpu, Missing) and d.util_gpu.reason == "gpu_lost"
+
+
+def check_memory_errors(window: Sequence[Snapshot]) -> list[Condition]:
+    if not window:
+        return []
+    out = []
+    for d in window[-1].devices:
+        if _lost(d):
+            continue
+        gpu = f"GPU{d.index}"
+        new = increase(series(window, d.index, "ecc_uncorrected"))
+        if new > 0:
+            out.append(Condition(
+                id="ecc.uncorrected", severity="critical", device=d.index,
+                title=f"{gpu}: {new:.0f} new uncorrectable ECC error(s)",
+                cause="Uncorrectable memory errors corrupt data and usually crash the job.",
+                fix=RESET_FIX + " Keep the GPU out of service if it repeats.",
+                evidence={"new_uncorrected": new}))
+        if d.remap_failed is True:
+            out.append(Condition(
+                id="ecc.remap_failed", severity="critical", device=d.index,
+                title=f"{gpu}: row remapping failed",
+                cause="The GPU has no spare rows left to retire a failing memory row.",
+                fix="Take the GPU out of service: it is an RMA candidate."))
+        elif d.remap_pending is True:
+            out.append(Condition(
+                id="ecc.remap_pending", severity="warning", device=d.index,
+                title=f"{gpu}: row remap pending, reset the GPU to activate it",
+                cause="A failing memory row was marked for remapping; the spare row is used only "
+                      "after a GPU reset.",
+                fix=RESET_FIX))
+    return out
+
+
+def check_pcie(window: Sequence[Snapshot]) -> list[Condition]:
+    recent = last(window, LOAD_WINDOW_S)
+    out: list[Condition] = []
+    for d in recent[-1].devices if recent else ():
+        if _lost(d):
+            continue
+        out += _downtrained(recent, d)
+        out += _replays(recent, d)
+    return out
+
+
+def _downtrained(window: Sequence[Snapshot], d: DeviceSample) -> list[Condition]:
+    """Every loaded tick of the last minute ran below the link's max (an idle link may downshift
+    to save power, so idle ticks say nothing)."""
+    loaded = [x for s in window if (x := device_at(s, d.index)) is not None
+              and (number(x.util_gpu) or 0.0) >= PCIE_LOAD]
+    link = _pcie(d)
+    if len(loaded) < PCIE_MIN_LOADED_TICKS or link is None or not all(map(_below_max, loaded)):
+        return []
+    gen, gen_max, width, width_max = link
+    return [Condition(
+        id="pcie.downtrained", severity="warning", device=d.index,
+        title=f"GPU{d.index} PCIe runs Gen{gen:.0f} x{width:.0f} under load "
+              f"(max Gen{gen_max:.0f} x{width_max:.0f})",
+        cause="The link trained below its maximum speed or width, which cuts host-device "
+              "bandwidth.",
+        fix="Reseat the GPU or its riser, check the slot's BIOS settings and the riser cable.",
+        evidence={"pcie_gen": gen, "pcie_gen_max": gen_max, "pcie_width": width,
+                  "pcie_width_max": width_max},
+        for_s=PCIE_FOR_S)]
+
+
+def _pcie(d: DeviceSample) -> tuple[float, float, float, float] | None:
+    """(gen, max gen, width, max width) where all four are known."""
+    gen, gen_max = number(d.pcie_gen), number(d.pcie_gen_max)
+    width, width_max = number(d.pcie_width), number(d.pcie_width_max)
+    if gen is None or gen_max is None or width is None or width_max is None:
+        return None
+    return gen, gen_max, width, width_max
+
+
+def _below_max(d: DeviceSample) -> bool:
+    link = _pcie(d)
+    return link is not None and (link[0] < link[1] or link[2] < link[3])
+
+
+def _replays(window: Sequence[Snapshot], d: DeviceSample) -> list[Condition]:
+    pts = series(window, d.index, "pcie_replays")
+    if len(pts) < 2 or pts[-1][0] - pts[0][0] < REPLAY_MIN_S:
+        return []
+    per_min = increase(pts) / (pts[-1][0] - pts[0][0]) * 60.0
+    if per_min <= PCIE_REPLAYS_PER_MIN:
+        return []
+    return [Condition(
+        id="pcie.replays", severity="warning", device=d.index,
+        title=f"GPU{d.index} PCIe replays at {per_min:.0f}/min",
+        cause="The PCIe link keeps retransmitting: a signal-integrity problem.",
+        fix="Reseat the GPU or its riser and check the riser cable; if it persists, open a "
+            "hardware ticket.",
+        evidence={"replays_per_min": per_min})]
+
+
+def check_nvlink(window: Sequence[Snapshot]) -> list[Condition]:
+    if not window:
+        return []
+    now = {(lk.device_index, lk.link): lk for lk in window[-1].links}
+    first = _first_links(window, set(now))
+    errors: dict[int, dict[int, float]] = {}  # device -> link -> new errors
+    down: dict[int, list[int]] = {}
+    for key, lk in now.items():
+        old = first[key]
+        if not isinstance(lk.errors, Missing) and not isinstance(old.errors, Missing):
+            grown = sum(_grown(old.errors.get(c, 0), lk.errors.get(c, 0))
+                        for c in NVLINK_COUNTERS)
+            if grown:
+                errors.setdefault(key[0], {})[key[1]] = grown
+        if lk.up is False and _was_up(window, key):
+            down.setdefault(key[0], []).append(key[1])
+    out = []
+    for index, links in sorted(down.items()):
+        out.append(Condition(
+            id="nvlink.down", severity="critical", device=index,
+            title=f"GPU{index} NVLink {_links(links)} went down",
+            cause="A link that was active is now inactive: traffic to its peer falls back to the "
+                  "other links or to PCIe, or collectives hang.",
+            fix="Reset the GPU; if the link stays down, check the NVSwitch/baseboard and open a "
+                "hardware ticket.",
+            evidence={"links_down": len(links)}))
+    for index, by_link in sorted(errors.items()):
+        total = sum(by_link.values())
+        links = sorted(by_link)
+        out.append(Condition(
+            id="nvlink.errors", severity="warning", device=index,
+            title=f"GPU{index} NVLink {_links(links)} errors rising: {total:.0f} new in "
+                  f"{_minutes(window)}",
+            cause="CRC, replay or recovery counters are growing: the link retransmits, which "
+                  "costs bandwidth and can precede a link failure.",
+            fix="Watch the rate; if it keeps rising, reset the GPU and check the NVLink/NVSwitch "
+                "hardware.",
+            evidence={"new_errors": total, "links": len(links), "first_link": links[0]},
+            score=total))
+    return out
+
+
+def _first_links(window: Sequence[Snapshot],
+                 keys: set[tuple[int, int]]) -> dict[tuple[int, int], LinkSample]:
+    """Each link's oldest sample in the window (usually all in the oldest tick)."""
+    first: dict[tuple[int, int], LinkSample] = {}
+    for s in window:
+        for lk in s.links:
+            key = (lk.device_index, lk.link)
+            if key in keys and key not in first:
+                first[key] = lk
+        if len(first) == len(keys):
+            break
+    return first
+
+
+def _grown(old: int, new: int) -> int:
+    return new - old if new >= old else new  # a drop is a reset (driver reload)
+
+
+def _was_up(window: Sequence[Snapshot], key: tuple[int, int]) -> bool:
+    return any(lk.up is True for s in window for lk in s.links
+               if (lk.device_index, lk.link) == key)
+
+
+def _links(links: list[int]) -> str:
+    return ("link " if len(links) == 1 else "links ") + ",".join(str(n) for n in links)
+
+
+def _minutes(window: Sequence[Snapshot]) -> str:
+    s = window[-1].time - window[0].time
+    return f"{s / 60:.0f} min" if s >= 90 else f"{s:.0f} s"
+
+
+LOST = Diagnostic(name="gpu.lost", check=check_lost, window_s=0.0, every_s=0.0)
+MEMORY_ERRORS = Diagnostic(name="ecc", check=check_memory_errors, window_s=COUNTER_WINDOW_S)
+PCIE = Diagnostic(name="pcie", check=check_pcie, window_s=LOAD_WINDOW_S)
+NVLINK = Diagnostic(name="nvlink", check=check_nvlink, window_s=COUNTER_WINDOW_S)

@@ -1,0 +1,171 @@
+"""`mem.growth` and `mem.pressure`: device memory that keeps growing, or is nearly full.
+
+From outside the process NVML sees the allocator's reserved memory plus the CUDA context (notes
+§0.7), so steady growth there is memory the job keeps and never gives back: a leak, or a cache
+without a bound. A straight-line fit over the last minute (and the last ten, for slow leaks)
+gives the rate and, against the free memory, the time left before an out-of-memory error. A
+trained model's memory is flat between steps, and a caching allocator grows in steps: a single
+step fits a line poorly (R² at most 0.75 for a step mid-span), so the fit quality keeps them out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gputop.diagnose.engine import Condition, Diagnostic
+from gputop.diagnose.window import (
+    Point,
+    command,
+    device_at,
+    devices,
+    gib,
+    linear_fit,
+    number,
+    series,
+)
+from gputop.model import DeviceSample, ProcessSample, Snapshot
+
+MiB = 1 << 20
+FIT_SPANS_S = (60.0, 600.0)  # the short span reacts fast, the long one sees slow leaks
+MIN_COVER = 0.8  # share of a span that must hold samples
+MIN_R2 = 0.9  # steady growth, not a step
+MIN_GROWTH = 512 * MiB  # over the span: below this, allocator noise
+WARMUP_S = 60.0  # a process's first minute is loading weights and the first steps (R1 uses the
+# same age)
+CRITICAL_TTO_S = 300.0  # out of memory within 5 min
+GROWTH_FOR_S = 30.0
+GROWTH_CLEAR_S = 120.0  # a leak that pauses for a checkpoint is the same leak
+PRESSURE_SHARE = 0.95  # R7 mem.near_oom: reserved peak > 0.95 of total ...
+PRESSURE_FOR_S = 60.0  # ... for 1 min
+
+GROWTH_FIX = ("Look for tensors kept across steps: losses or outputs accumulated without "
+              ".detach() or .item(), growing lists or caches, retain_graph=True. Compare "
+              "torch.cuda.memory_allocated() between steps, or record a memory snapshot with "
+              "torch.cuda.memory._record_memory_history().")
+PRESSURE_FIX = ("Reduce the batch or sequence length, use activation checkpointing, bf16 or 8-bit "
+                "optimizer states, ZeRO/FSDP; set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+                "against fragmentation.")
+
+
+def _free(d: DeviceSample) -> float | None:
+    free = number(d.mem_free)
+    if free is not None:
+        return free
+    total, used = number(d.mem_total), number(d.mem_used)
+    if total is None or used is None:
+        return None
+    return total - used - (number(d.mem_reserved) or 0.0)
+
+
+def _growth(points: list[Point]) -> tuple[float, float, float, float] | None:
+    """(slope B/s, R², growth over the span, span) for the first fit span that shows growth."""
+    for fit_s in FIT_SPANS_S:
+        if not points or points[-1][0] - points[0][0] < MIN_COVER * fit_s:
+            continue
+        t0 = points[-1][0] - fit_s
+        pts = [p for p in points if p[0] >= t0]
+        fit = linear_fit(pts)
+        if fit is None:
+            continue
+        slope, r2 = fit
+        length = pts[-1][0] - pts[0][0]
+        if r2 >= MIN_R2 and slope * length >= MIN_GROWTH:
+            return slope, r2, slope * length, length
+    return None
+
+
+def _process_points(window: Sequence[Snapshot]) -> dict[tuple[int, int], list[Point]]:
+    """(device, pid) -> memory samples once the process is past its first minute."""
+    out: dict[tuple[int, int], list[Point]] = {}
+    born: dict[int, float] = {}
+    for s in window:
+        for p in s.processes:
+            mem = number(p.gpu_mem)
+            if mem is None:
+                continue
+            start = born.setdefault(p.pid, number(p.create_time) or s.time)
+            if s.time - start >= WARMUP_S:
+                out.setdefault((p.device_index, p.pid), []).append((s.time, mem))
+    return out
+
+
+def check_growth(window: Sequence[Snapshot]) -> list[Condition]:
+    if not window:
+        return []
+    points = _process_points(window)
+    out = []
+    for index in devices(window):
+        d = device_at(window[-1], index)
+        if d is None:
+            continue
+        procs = {p.pid: p for p in window[-1].processes_on(index)}
+        by_pid = {pid: points[(index, pid)] for pid in procs if (index, pid) in points}
+        if not any(number(p.gpu_mem) is not None for p in procs.values()):
+            by_pid = {-1: series(window, index, "mem_used")}  # no per-process memory: the device
+        for pid, pts in by_pid.items():
+            g = _growth(pts)
+            if g is not None:
+                out.append(_growth_condition(d, procs.get(pid), pts[-1][1], g))
+    return out
+
+
+def _growth_condition(d: DeviceSample, p: ProcessSample | None, now_bytes: float,
+                      g: tuple[float, float, float, float]) -> Condition:
+    slope, r2, grown, length = g
+    free = _free(d)
+    tto = free / slope if free is not None and slope > 0 else None
+    gpu = f"GPU{d.index}"
+    who = f"{gpu} PID {p.pid} `{command(p)}`" if p is not None else gpu
+    when = f": out of memory in ~{_duration(tto)} at this rate" if tto is not None else ""
+    severity = "critical" if tto is not None and tto < CRITICAL_TTO_S else "warning"
+    evidence = {"rate_mib_s": slope / MiB, "r2": r2, "growth_gib": gib(grown),
+                "fit_span_s": length, "used_gib": gib(now_bytes)}
+    if free is not None:
+        evidence["free_gib"] = gib(free)
+    if tto is not None:
+        evidence["time_to_oom_s"] = tto
+    free_txt = f"; {gib(free):.1f} GiB free on {gpu}" if free is not None else ""
+    return Condition(
+        id="mem.growth", severity=severity, device=d.index,
+        pid=p.pid if p is not None else None,
+        title=f"{who} memory grows {slope / MiB:.0f} MiB/s{when}",
+        cause=f"{gib(now_bytes):.1f} GiB now, +{gib(grown):.1f} GiB in the last {length:.0f} s "
+              f"(straight-line fit, R² {r2:.2f}){free_txt}. Memory that grows every step is kept "
+              "somewhere and never freed.",
+        fix=GROWTH_FIX, evidence=evidence, score=slope)
+
+
+def check_pressure(window: Sequence[Snapshot]) -> list[Condition]:
+    out = []
+    for index in devices(window):
+        d = device_at(window[-1], index)
+        total = number(d.mem_total) if d is not None else None
+        free = _free(d) if d is not None else None
+        if d is None or not total or free is None:
+            continue
+        share = 1.0 - free / total
+        if share < PRESSURE_SHARE:
+            continue
+        out.append(Condition(
+            id="mem.pressure", severity="warning", device=index,
+            title=f"GPU{index} memory {share * 100:.0f} % full ({gib(total - free):.1f} of "
+                  f"{gib(total):.1f} GiB): the next larger allocation may fail",
+            cause="Nearly all device memory is held; a larger batch, a longer sequence or "
+                  "fragmentation will end in an out-of-memory error.",
+            fix=PRESSURE_FIX, evidence={"used_share": share, "free_gib": gib(free)},
+            score=share))
+    return out
+
+
+def _duration(s: float) -> str:
+    if s < 90:
+        return f"{s:.0f} s"
+    if s < 90 * 60:
+        return f"{s / 60:.0f} min"
+    return f"{s / 3600:.1f} h"
+
+
+GROWTH = Diagnostic(name="mem.growth", check=check_growth, window_s=max(FIT_SPANS_S),
+                    for_s=GROWTH_FOR_S, clear_s=GROWTH_CLEAR_S)
+PRESSURE = Diagnostic(name="mem.pressure", check=check_pressure, window_s=0.0,
+                      for_s=PRESSURE_FOR_S)

@@ -1,0 +1,289 @@
+"""R1 `loader.starvation`, outside-in: the GPU waits for its input, seen from NVML and the host.
+
+Notes §5 and §8 R1. Measured on an H100: NVML util is about 1 minus the loader's wait fraction,
+and "low busy with every DataLoader worker at 100 % CPU" is the signature of a CPU-bound input
+pipeline (§5.4). The workers, main process, I/O pressure and host CPU are read at the ticks where
+the GPU was starved, so the class describes the stall itself and not the healthy ticks around it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from gputop.diagnose.engine import Condition, Diagnostic
+from gputop.diagnose.window import (
+    busy_series,
+    command,
+    covers,
+    device_at,
+    devices,
+    gib,
+    last,
+    mean,
+    median,
+    number,
+    reason_share,
+    series,
+    values,
+)
+from gputop.model import ProcessSample, Snapshot
+
+ID = "loader.starvation"
+WINDOW_S = 60.0  # R1 window
+FOR_S = 120.0  # R1 `for`: also rides out eval and checkpoint phases (R1 false-positive guards)
+CRITICAL_WINDOW_S = 300.0  # R1: critical if busy < 30 % for 5 min
+LOW_BUSY = 70.0  # R1: mean(busy) < 70 %
+CRITICAL_BUSY = 30.0
+MIN_GPU_MEM = 1 << 30  # R1 applies to a process holding >= 1 GiB ...
+MIN_AGE_S = 60.0  # ... that has lived > 60 s (start-up is not starvation)
+IDLE_SAMPLE = 10.0  # R1: bursty when >= 20 % of util samples are < 10 %
+BURSTY_SHARE = 0.20
+WORKER_PEGGED = 85.0  # R1 class 1: median worker CPU >= 85 % of a core
+MAIN_PEGGED = 90.0  # R1 class 2: no workers and main process >= 90 %
+LOADER_IDLE = 50.0  # R1 class 3: median worker CPU < 50 % ...
+IO_PRESSURE = 10.0  # ... and PSI io some avg10 >= 10 % or iowait >= 10 %
+HOST_CORE_BUSY = 90.0  # R1 class 4: host CPU >= 90 % on all cores
+# "Not explained by throttling": clocks held by a thermal or power-delivery reason for more than the
+# share R5 calls soft throttling (SW thermal counter > 5 % of wall time).
+THROTTLE_EXPLAINS = 0.05
+SLOWDOWN_REASONS = ("sw_thermal", "hw_thermal", "hw_power_brake", "hw_slowdown")
+# R1 guard: a job waiting on NCCL moves data over NVLink while its SMs idle. Half the links'
+# nominal bandwidth is an initial guess, to tune on fleet data.
+COMM_LINK_SHARE = 0.5
+
+FIX = {
+    "cpu_loader": "Raise DataLoader num_workers (up to the free cores), use "
+                  "persistent_workers=True and a larger prefetch_factor, cache decoded samples, "
+                  "or move augmentation to the GPU (DALI, torchvision v2 transforms on GPU).",
+    "no_workers": "Set DataLoader num_workers>0 and pin_memory=True.",
+    "io_bound": "Stage the data on local NVMe, use sharded sequential formats (WebDataset, "
+                "TFRecord) and more read-ahead.",
+    "oversubscribed": "Reduce DataLoader workers or intra-op threads (OMP_NUM_THREADS), and check "
+                      "for other jobs on the node.",
+    "communication": "Check the collective pattern with torch.profiler or NCCL_DEBUG=INFO; overlap "
+                     "communication with compute (bucketed all-reduce, FSDP prefetch).",
+    "host_stall": "Profile with torch.profiler and HTA (host wait); look for .item()/.cpu() syncs, "
+                  "logging or checkpoint stalls.",
+}
+
+
+@dataclass(frozen=True)
+class _Stall:
+    """What the host side did while the GPU was starved."""
+
+    workers: int
+    worker_cpu: float | None  # median of the per-tick median worker CPU %
+    main_cpu: float | None
+    io: float | None  # the larger of PSI io and iowait, %
+    least_busy_core: float | None
+    link_share: float | None  # looked up only when the class depends on it (see `_classify`)
+
+
+def check(window: Sequence[Snapshot]) -> list[Condition]:
+    recent = last(window, WINDOW_S)
+    if not covers(recent, WINDOW_S):
+        return []
+    out = []
+    for index in devices(window):
+        d = device_at(window[-1], index)
+        if d is None or d.mig_enabled is True:
+            continue
+        metric, pts = busy_series(recent, index)
+        busy = mean(values(pts))
+        if busy is None or busy >= LOW_BUSY or _throttled(recent, index):
+            continue
+        history = _main_process(window, index)
+        if history is None:
+            continue
+        starved = {t for t, v in pts if v < LOW_BUSY}
+        at = [(t, p) for t, p in history if t in starved]
+        stall = _stall(recent, index, at)
+        kind = _classify(stall)
+        if kind is None:  # the only class that needs the links, which are costly to sum
+            stall = replace(stall, link_share=_link_share(recent, index, starved))
+            kind = _classify(stall) or "host_stall"
+        out.append(_condition(window, index, metric, busy, history[-1][1], stall, kind))
+    return out
+
+
+def _throttled(window: Sequence[Snapshot], index: int) -> bool:
+    shares = [reason_share(window, index, r) for r in SLOWDOWN_REASONS]
+    return sum(s for s in shares if s is not None) > THROTTLE_EXPLAINS
+
+
+def _main_process(window: Sequence[Snapshot],
+                  index: int) -> list[tuple[float, ProcessSample]] | None:
+    """The process the GPU works for: on it now with >= 1 GiB for >= 60 s, and running kernels
+    if NVML says (an idle notebook holding memory on the same GPU is not the one starved)."""
+    now = window[-1].time
+    by_pid: dict[int, list[tuple[float, ProcessSample]]] = {}
+    for s in last(window, WINDOW_S):
+        for p in s.processes_on(index):
+            by_pid.setdefault(p.pid, []).append((s.time, p))
+    current = {p.pid for p in window[-1].processes_on(index)}
+    best: tuple[float, float] | None = None
+    chosen = None
+    for pid, hist in by_pid.items():
+        p = hist[-1][1]
+        mem = number(p.gpu_mem)
+        if pid not in current or mem is None or mem < MIN_GPU_MEM:
+            continue
+        born = number(p.create_time)
+        if now - (born if born is not None else _first_seen(window, index, pid)) < MIN_AGE_S:
+            continue
+        sm = [v for _, q in hist if (v := number(q.sm_util)) is not None]
+        if sm and max(sm) <= 0:
+            continue
+        rank = (mean(sm) or 0.0, mem)
+        if best is None or rank > best:
+            best, chosen = rank, hist
+    return chosen
+
+
+def _first_seen(window: Sequence[Snapshot], index: int, pid: int) -> float:
+    """Where the process start time is unknown (another PID namespace), its first tick here."""
+    return next(s.time for s in window if any(p.pid == pid for p in s.processes_on(index)))
+
+
+def _stall(window: Sequence[Snapshot], index: int,
+           at: list[tuple[float, ProcessSample]]) -> _Stall:
+    times = {t for t, _ in at}
+    ticks = [s for s in window if s.time in times]
+    worker_meds = [m for _, p in at if p.children
+                   and (m := median([c.cpu_percent for c in p.children])) is not None]
+    io = [max(v for v in (number(s.host.psi_io_some), number(s.host.iowait_percent))
+              if v is not None)
+          for s in ticks if _has_any(s.host.psi_io_some, s.host.iowait_percent)]
+    cores = [min(s.host.cpu_percent_per_core) if s.host.cpu_percent_per_core
+             else number(s.host.cpu_percent) for s in ticks]
+    return _Stall(
+        workers=max((len(p.children) for _, p in at), default=0),
+        worker_cpu=median(worker_meds),
+        main_cpu=median([v for _, p in at if (v := number(p.cpu_percent)) is not None]),
+        io=median(io),
+        least_busy_core=median([c for c in cores if c is not None]),
+        link_share=None,
+    )
+
+
+def _has_any(*vs: object) -> bool:
+    return any(number(v) is not None for v in vs)
+
+
+def _link_share(window: Sequence[Snapshot], index: int, at: set[float]) -> float:
+    """Mean share of nominal NVLink bandwidth the device's up links carried at the given ticks."""
+    shares = []
+    for s in window:
+        if s.time not in at:
+            continue
+        for lk in s.links:
+            if lk.device_index != index or lk.up is not True:
+                continue
+            speed, rx, tx = number(lk.speed), number(lk.rx), number(lk.tx)
+            if speed and rx is not None and tx is not None:
+                shares.append((rx + tx) / (2 * speed))
+    return mean(shares) or 0.0
+
+
+def _classify(st: _Stall) -> str | None:
+    """R1's classes, first match; None when the answer depends on the links not yet summed."""
+    if st.workers and st.worker_cpu is not None and st.worker_cpu >= WORKER_PEGGED:
+        return "cpu_loader"
+    if not st.workers and st.main_cpu is not None and st.main_cpu >= MAIN_PEGGED:
+        return "no_workers"
+    loader = st.worker_cpu if st.workers else st.main_cpu
+    if (loader is not None and loader < LOADER_IDLE
+            and st.io is not None and st.io >= IO_PRESSURE):
+        return "io_bound"
+    if st.link_share is None:
+        return None
+    if st.link_share >= COMM_LINK_SHARE:
+        return "communication"
+    if st.least_busy_core is not None and st.least_busy_core >= HOST_CORE_BUSY:
+        return "oversubscribed"
+    return "host_stall"
+
+
+def _condition(window: Sequence[Snapshot], index: int, metric: str, busy: float,
+               proc: ProcessSample, st: _Stall, kind: str) -> Condition:
+    util = values(series(last(window, WINDOW_S), index, "util_gpu"))
+    idle = sum(v < IDLE_SAMPLE for v in util) / len(util) if util else 0.0
+    bursty = idle >= BURSTY_SHARE
+    cmd = _quote(command(proc))
+    who = f"PID {proc.pid} {cmd}"
+    gpu = f"GPU{index}"
+    busy_txt = f"{gpu} busy {busy:.0f} % ({_metric_name(metric)}"
+    busy_txt += f"; bursty: {idle * 100:.0f} % of samples idle)" if bursty else ")"
+    wcpu = f"{st.worker_cpu:.0f}" if st.worker_cpu is not None else "?"
+    mcpu = f"{st.main_cpu:.0f}" if st.main_cpu is not None else "?"
+    severity = "warning"
+    if kind == "cpu_loader":
+        title = (f"{gpu} starved by its input pipeline: busy {busy:.0f} %, {st.workers} "
+                 f"DataLoader workers of {who} at {wcpu} % CPU")
+        cause = (f"{busy_txt} over the last {WINDOW_S:.0f} s. {who} has {st.workers} DataLoader "
+                 f"workers at {wcpu} % CPU each. Input pipeline is CPU-bound.")
+    elif kind == "no_workers":
+        title = (f"{gpu} starved: busy {busy:.0f} %, {who} loads data in its main process "
+                 f"(num_workers=0) at {mcpu} % CPU")
+        cause = (f"{busy_txt} over the last {WINDOW_S:.0f} s. {who} has no DataLoader workers "
+                 f"and its main process runs at {mcpu} % CPU: batches are made between steps.")
+    elif kind == "io_bound":
+        title = (f"{gpu} starved by slow reads: busy {busy:.0f} %, I/O pressure "
+                 f"{st.io:.0f} %, loader of {who} mostly idle")
+        cause = (f"{busy_txt} over the last {WINDOW_S:.0f} s. {who}'s loader runs at "
+                 f"{wcpu if st.workers else mcpu} % CPU while I/O pressure is {st.io:.0f} %: "
+                 "input is I/O-bound.")
+    elif kind == "communication":
+        severity = "info"
+        share = (st.link_share or 0.0) * 100
+        title = (f"{gpu} busy {busy:.0f} % while NVLink runs at {share:.0f} % of its "
+                 "bandwidth: communication-bound?")
+        cause = (f"{busy_txt} over the last {WINDOW_S:.0f} s while its NVLinks carry {share:.0f} "
+                 f"% of their nominal bandwidth: {who} is probably waiting on collectives, not "
+                 "on input.")
+    elif kind == "oversubscribed":
+        title = (f"{gpu} starved: busy {busy:.0f} %, every host CPU core is busy "
+                 f"(least busy {st.least_busy_core:.0f} %)")
+        cause = (f"{busy_txt} over the last {WINDOW_S:.0f} s while all host cores are at "
+                 f">= {HOST_CORE_BUSY:.0f} %: {who}'s loader cannot get CPU time.")
+    else:
+        loader_idle = (st.worker_cpu if st.workers else st.main_cpu) or 0.0
+        if not bursty and loader_idle < LOADER_IDLE:
+            severity = "info"  # R1 guard: a small model that cannot fill the GPU
+        title = f"{gpu} busy {busy:.0f} %: {who} is waiting on the host side"
+        cause = (f"{busy_txt} over the last {WINDOW_S:.0f} s. {who}'s loader is not saturated "
+                 f"(workers {wcpu} %, main {mcpu} % CPU): a host-side stall, not necessarily "
+                 "data.")
+    if severity == "warning" and _critical(window, index):
+        severity = "critical"
+    evidence = {"busy_pct": busy, "idle_sample_share": idle, "workers": st.workers,
+                "pid": proc.pid, "gpu_mem_gib": gib(number(proc.gpu_mem) or 0.0)}
+    for name, v in (("worker_cpu_pct", st.worker_cpu), ("main_cpu_pct", st.main_cpu),
+                    ("io_pressure_pct", st.io), ("least_busy_core_pct", st.least_busy_core),
+                    ("nvlink_share", st.link_share)):
+        if v is not None:
+            evidence[name] = v
+    return Condition(id=ID, severity=severity, device=index, pid=proc.pid, title=title,
+                     cause=cause, fix=FIX[kind], evidence=evidence, score=LOW_BUSY - busy)
+
+
+def _critical(window: Sequence[Snapshot], index: int) -> bool:
+    if not covers(window, CRITICAL_WINDOW_S, 0.95):
+        return False
+    busy = mean(values(busy_series(window, index)[1]))
+    return busy is not None and busy < CRITICAL_BUSY
+
+
+def _metric_name(metric: str) -> str:
+    return "GPM graphics activity" if metric == "gr_active" else "NVML utilization"
+
+
+def _quote(s: str) -> str:
+    return f"`{s}`"
+
+
+# Every tick rather than every slow tick: a stall is flagged only if the 60 s mean stays low for
+# the whole `for`, and a 5 s cadence would shave up to 5 s off each end of that hold.
+STARVATION = Diagnostic(name="starvation", check=check, window_s=CRITICAL_WINDOW_S, for_s=FOR_S,
+                        every_s=0.0)

@@ -1,0 +1,257 @@
+"""R5 `thermal.*` and R6 `power.cap`: clocks held down by heat, power delivery or a power limit.
+
+Notes §6 and §8 R5/R6. The cumulative clock-event counters (seconds per reason) say how long each
+reason held the clock; the instantaneous bits are the fallback where the counters are not offered.
+An idle GPU is never throttled, whatever its bits say: `gpu_idle` appears without a CUDA context,
+and real idle cards at P8 report "SW Power Cap: Active" with the SM clock at 22 MHz (nvidia-smi -q
+of an RTX 5090) or 0 MHz (three RTX A6000s). Power capping at full load is normal on datacenter
+parts (§0.3), so it is reported only when someone lowered the limit, or the clocks fall below what
+the cap alone gives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gputop.diagnose.engine import Condition, Diagnostic
+from gputop.diagnose.window import (
+    bit_run,
+    counter_growth,
+    covers,
+    device_at,
+    devices,
+    last,
+    mean,
+    median,
+    number,
+    reason_share,
+    series,
+    values,
+)
+from gputop.model import DeviceSample, Snapshot
+
+WINDOW_S = 60.0  # R5 window
+ACTIVE = 20.0  # R5 gate: util >= 20 % or GPM gract >= 20 %
+SW_SHARE = 0.05  # R5 warning: SW thermal time > 5 % of the window ...
+SW_FOR_S = 300.0  # ... for 5 min
+MARGIN_HOT = 3.0  # R5 warning: margin <= 3 °C; hw.slowdown is thermal below it
+MARGIN_NEAR = 10.0  # R5 info: margin <= 10 °C ...
+NEAR_FOR_S = 300.0  # ... for 5 min with no throttling
+BIT_TICKS = 2  # R5: a bit counts when seen in >= 2 consecutive ticks (0x8 also flickers on
+# P-state changes, per the NVML header)
+
+POWER_WINDOW_S = 300.0  # R6: a 5 min window
+POWER_MIN_S = 60.0  # judged once a minute of it is there
+CAP_SHARE = 0.5  # R6: SW power cap > 50 % of the window
+CAP_CLOCK = 0.85  # R6: while SM clock < 85 % of max
+# At its default limit, an H100 under dense bf16 GEMM held a median 1395 MHz and never went below
+# 1170 of 1980 MHz (§0.3). Below that share the cap costs more than it normally does.
+LOW_CLOCK = 1170 / 1980
+LIMIT_TOLERANCE_W = 1.0  # limits are read to 10 mW; "lowered" means by more than rounding
+
+THERMAL_FIX = ("Check airflow, fans and inlet temperature, blanking panels, neighbouring GPUs, "
+               "dust and liquid-loop flow; if it persists on one GPU, open a hardware ticket.")
+POWER_DELIVERY_FIX = ("Check PSU redundancy, BMC power capping and cabling; read the server's "
+                      "event log.")
+POWER_CAP_FIX = ("Restore the power limit (nvidia-smi -pl, as root) if the cap was unintended, or "
+                 "accept it as a performance-per-watt choice.")
+
+
+def check_thermal(window: Sequence[Snapshot]) -> list[Condition]:
+    recent = last(window, WINDOW_S)
+    out: list[Condition] = []
+    for index in devices(recent):
+        d = device_at(recent[-1], index)
+        if d is None or not _active(recent, index):
+            continue
+        out += _thermal(recent, index, d)
+    return out
+
+
+def _active(window: Sequence[Snapshot], index: int) -> bool:
+    util = mean(values(series(window, index, "util_gpu")))
+    gr = mean(values(series(window, index, "gr_active")))
+    return any(v is not None and v >= ACTIVE for v in (util, gr))
+
+
+def _counted(window: Sequence[Snapshot], index: int, reason: str) -> float | None:
+    """Seconds a reason's counter grew over the window; None where there is no counter."""
+    grown = counter_growth(window, index, reason)
+    return grown[0] if grown is not None else None
+
+
+def _held(window: Sequence[Snapshot], index: int, reason: str) -> float:
+    """Seconds (counter) or ticks in a row (bits) the reason held: > 0 means it happened."""
+    counted = _counted(window, index, reason)
+    if counted is not None:
+        return counted
+    return 1.0 if bit_run(window, index, reason) >= BIT_TICKS else 0.0
+
+
+def _margin(d: DeviceSample) -> float | None:
+    """°C left below the max operating temperature, where the driver starts slowing (§0.6)."""
+    m = number(d.temp_margin)
+    if m is not None:
+        return m
+    tmax, temp = number(d.temp_max_operating), number(d.temp_gpu)
+    return tmax - temp if tmax is not None and temp is not None else None
+
+
+def _lowest_margin(window: Sequence[Snapshot], index: int) -> float | None:
+    ms = [m for s in window if (d := device_at(s, index)) is not None
+          and (m := _margin(d)) is not None]
+    return min(ms, default=None)
+
+
+def _thermal(window: Sequence[Snapshot], index: int, d: DeviceSample) -> list[Condition]:
+    gpu = f"GPU{index}"
+    # The window's peak: a postmortem wants how hot it got, and one tick at the slowdown
+    # threshold is enough for the hardware to cut the clocks.
+    temp = max(values(series(window, index, "temp_gpu")), default=None)
+    slowdown = number(d.temp_slowdown)
+    margin = _margin(d)
+    clock = median(values(series(window, index, "clock_sm")))
+    clock_max = number(d.clock_sm_max)
+    clocks = f"clocks {clock:.0f}/{clock_max:.0f} MHz" if clock and clock_max else "clocks ?"
+    temps = f"GPU {temp:.0f} °C" if temp is not None else "GPU temperature unknown"
+    if slowdown is not None:
+        temps += f" (slowdown {slowdown:.0f} °C)"
+    if (tm := max(values(series(window, index, "temp_mem")), default=None)) is not None:
+        temps += f", HBM {tm:.0f} °C"
+    # Conditions read the margin now; the evidence, like the temperature, keeps the window's worst.
+    lowest = _lowest_margin(window, index)
+    evidence = {k: v for k, v in (("temp_c", temp), ("margin_c", lowest), ("clock_mhz", clock),
+                                  ("clock_max_mhz", clock_max)) if v is not None}
+    hw_thermal = _held(window, index, "hw_thermal")
+    brake = _held(window, index, "hw_power_brake")
+    out = []
+
+    hot = slowdown is not None and temp is not None and temp >= slowdown
+    if hw_thermal > 0 or hot:
+        out.append(Condition(
+            id="thermal.hw", severity="critical", device=index,
+            title=f"{gpu} HW thermal slowdown: {clocks}, {temps}",
+            cause=f"{gpu} reached its hardware slowdown: clocks are cut by half or more.",
+            fix=THERMAL_FIX, evidence={**evidence, "hw_thermal_s": hw_thermal}))
+    if brake > 0:
+        out.append(Condition(
+            id="power.brake", severity="critical", device=index,
+            title=f"{gpu} HW power brake: {clocks}",
+            cause=f"{gpu}'s clocks were cut by the external power brake signal.",
+            fix=POWER_DELIVERY_FIX, evidence={**evidence, "hw_power_brake_s": brake}))
+    if hw_thermal == 0 and brake == 0 and _bare_slowdown(window, index):
+        thermal = margin is not None and margin <= MARGIN_HOT
+        why = f"heat (margin {margin:.0f} °C)" if thermal else \
+            "power delivery (over-current / Fast Trigger), not heat"
+        out.append(Condition(
+            id="hw.slowdown", severity="critical", device=index,
+            title=f"{gpu} HW slowdown without a named reason: {clocks}; likely {why}",
+            cause=f"{gpu}'s HW slowdown bit held for >= {BIT_TICKS} ticks under load with neither "
+                  "the thermal nor the power-brake bit.",
+            fix=THERMAL_FIX if thermal else POWER_DELIVERY_FIX, evidence=evidence))
+
+    sw_s = _counted(window, index, "sw_thermal")
+    sw_share = reason_share(window, index, "sw_thermal") or 0.0
+    if sw_s is not None:
+        evidence["sw_thermal_s"] = sw_s
+    evidence["sw_thermal_share"] = sw_share
+    at_edge = margin is not None and margin <= MARGIN_HOT
+    if sw_share > SW_SHARE or at_edge:
+        limit = number(d.temp_max_operating)
+        at = f" ({limit:.0f} °C)" if limit is not None else ""
+        if lowest is None:
+            where = "throttled by the driver's thermal slowdown"
+        elif lowest <= 0:
+            where = f"reached its max operating temperature{at}"
+        else:
+            where = f"came within {lowest:.0f} °C of its max operating temperature{at}"
+        out.append(Condition(
+            id="thermal.sw", severity="warning", device=index,
+            title=f"{gpu} thermal slowdown: {temps}, {clocks}, SW thermal "
+                  f"{sw_share * 100:.0f} % of the last minute",
+            cause=f"{gpu} {where}: the driver lowers its clocks to hold it there.",
+            fix=THERMAL_FIX, evidence=evidence, for_s=0.0 if at_edge else SW_FOR_S,
+            score=sw_share * 100 - (lowest if lowest is not None else 0.0)))
+    elif (margin is not None and margin <= MARGIN_NEAR and hw_thermal == 0
+          and sw_share == 0):
+        out.append(Condition(
+            id="thermal.near", severity="info", device=index,
+            title=f"{gpu} runs {margin:.0f} °C below its thermal slowdown ({temps})",
+            cause=f"{gpu} is close to the temperature where the driver starts lowering clocks.",
+            fix=THERMAL_FIX, evidence=evidence, for_s=NEAR_FOR_S, score=-margin))
+    return out
+
+
+def _bare_slowdown(window: Sequence[Snapshot], index: int) -> bool:
+    run = 0
+    for s in window:
+        d = device_at(s, index)
+        bits = d.throttle if d is not None and isinstance(d.throttle, tuple) else ()
+        busy = max((number(d.util_gpu) or 0.0, number(d.gr_active) or 0.0)) if d else 0.0
+        bare = ("hw_slowdown" in bits and "hw_thermal" not in bits
+                and "hw_power_brake" not in bits and busy >= ACTIVE)
+        run = run + 1 if bare else 0
+        if run >= BIT_TICKS:
+            return True
+    return False
+
+
+def check_power(window: Sequence[Snapshot]) -> list[Condition]:
+    if not covers(window, POWER_MIN_S, 1.0):
+        return []
+    out = []
+    for index in devices(window):
+        d = device_at(window[-1], index)
+        if d is None or not _active(window, index):
+            continue
+        share = reason_share(window, index, "sw_power_cap")
+        clock_max = number(d.clock_sm_max)
+        clock = _capped_clock(window, index)
+        if share is None or share <= CAP_SHARE or clock is None or not clock_max:
+            continue
+        ratio = clock / clock_max
+        if ratio >= CAP_CLOCK:
+            continue
+        limit, default = number(d.power_limit), number(d.power_default_limit)
+        draw = mean(values(series(window, index, "power_draw")))
+        evidence = {k: v for k, v in (("cap_share", share), ("clock_mhz", clock),
+                                      ("clock_max_mhz", clock_max), ("power_limit_w", limit),
+                                      ("power_default_limit_w", default), ("power_w", draw))
+                    if v is not None}
+        gpu = f"GPU{index}"
+        clocks = f"clocks {clock:.0f}/{clock_max:.0f} MHz"
+        if limit is not None and default is not None and limit < default - LIMIT_TOLERANCE_W:
+            out.append(Condition(
+                id="power.cap", severity="warning", device=index,
+                title=f"{gpu} power limit lowered to {limit:.0f} W (default {default:.0f} W): "
+                      f"{clocks}",
+                cause=f"{gpu} was held by its power limit {share * 100:.0f} % of the time and its "
+                      "enforced limit is below the default (set by nvidia-smi -pl or out of "
+                      "band by the BMC).",
+                fix=POWER_CAP_FIX, evidence=evidence))
+        elif ratio < LOW_CLOCK:
+            at = f" at {limit:.0f} W" if limit is not None else ""
+            out.append(Condition(
+                id="power.cap", severity="info", device=index,
+                title=f"{gpu} power-limited{at} with low clocks: {clocks}",
+                cause=f"{gpu} was held by its power limit {share * 100:.0f} % of the time, with "
+                      "clocks below what the cap normally gives under dense math.",
+                fix=POWER_CAP_FIX, evidence=evidence))
+    return out
+
+
+def _capped_clock(window: Sequence[Snapshot], index: int) -> float | None:
+    """Median SM clock at the ticks the power cap held it, else over the window."""
+    capped = []
+    for s in window:
+        d = device_at(s, index)
+        if (d is not None and isinstance(d.throttle, tuple) and "sw_power_cap" in d.throttle
+                and (c := number(d.clock_sm)) is not None):
+            capped.append(c)
+    return median(capped) or median(values(series(window, index, "clock_sm")))
+
+
+THERMAL = Diagnostic(name="thermal", check=check_thermal, window_s=WINDOW_S, for_s=0.0,
+                     clear_s=WINDOW_S)
+POWER = Diagnostic(name="power", check=check_power, window_s=POWER_WINDOW_S, for_s=0.0,
+                   clear_s=WINDOW_S)

@@ -1,0 +1,69 @@
+"""mem.growth (a leak, with its time to OOM) and mem.pressure."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gputop.diagnose import Engine
+from gputop.diagnose.rules import memory
+from gputop.model import ProcessSample, Snapshot
+from gputop.testing.synthetic import GIB, H100_RESERVED, H100_TOTAL, node
+
+T0 = 1_800_000_000.0
+MiB = 1 << 20
+
+
+def tick(t: float, gpu_mem: int, *, born: float = T0 - 3600) -> Snapshot:
+    """One H100 whose only process holds `gpu_mem`; device numbers follow."""
+    s = node(1, time=T0 + t, mem_used=gpu_mem)
+    p = ProcessSample(pid=4242, device_index=0, gpu_mem=gpu_mem, sm_util=80.0, name="python3",
+                      cmdline=("python3", "train.py"), create_time=born)
+    return replace(s, processes=(p,))
+
+
+def test_a_memory_leak_gives_a_time_to_oom() -> None:
+    # Flat at 62 GiB, then leaking 40 MiB/s (in 20 MiB chunks, as an allocator grows) from t=100.
+    snaps = [tick(t, 62 * GIB + (20 * MiB * ((t - 100) * 2) if t >= 100 else 0))
+             for t in range(220)]
+    engine = Engine([memory.GROWTH])
+    opened = next(s.time - T0 for s in snaps if engine.update(s))
+    assert 100 < opened <= 100 + 60 + memory.GROWTH_FOR_S + 5
+    (f,) = engine.open_findings()
+    assert (f.id, f.device, f.pid, f.severity) == ("mem.growth", 0, 4242, "warning")
+    assert abs(f.evidence["rate_mib_s"] - 40) < 1
+    free = (H100_TOTAL - H100_RESERVED - f.evidence["used_gib"] * GIB) / MiB
+    assert abs(f.evidence["time_to_oom_s"] - free / 40) < 0.05 * free / 40
+    assert "grows 40 MiB/s: out of memory in ~" in f.title and "PID 4242" in f.title
+    assert ".detach()" in f.fix
+
+
+def test_a_leak_minutes_from_oom_is_critical() -> None:
+    snaps = [tick(t, 78 * GIB + 10 * MiB * t * 4) for t in range(90)]
+    (c,) = memory.check_growth(snaps)
+    assert c.severity == "critical" and c.evidence["time_to_oom_s"] < memory.CRITICAL_TTO_S
+
+
+def test_the_allocator_growing_once_is_not_a_leak() -> None:
+    # A single 4 GiB step (a longer sequence arrived once), flat on both sides.
+    snaps = [tick(t, 60 * GIB + (4 * GIB if t >= 150 else 0)) for t in range(400)]
+    assert Engine([memory.GROWTH]).run(snaps) == []
+
+
+def test_loading_the_model_at_start_up_is_not_a_leak() -> None:
+    # 50 GiB of weights and optimizer state over the first 75 s of the process's life.
+    snaps = [tick(t, int(min(t, 75) / 75 * 50 * GIB), born=T0) for t in range(200)]
+    assert Engine([memory.GROWTH]).run(snaps) == []
+
+
+def test_a_slow_leak_shows_over_ten_minutes() -> None:
+    snaps = [tick(t, 40 * GIB + 2 * MiB * t) for t in range(0, 700, 5)]
+    (c,) = memory.check_growth(snaps)
+    assert c.evidence["fit_span_s"] > 400 and abs(c.evidence["rate_mib_s"] - 2) < 0.1
+
+
+def test_a_nearly_full_gpu_is_under_memory_pressure_after_a_minute() -> None:
+    used = int(0.97 * H100_TOTAL) - H100_RESERVED
+    snaps = [tick(t, used) for t in range(90)]
+    found = Engine([memory.PRESSURE]).run(snaps)
+    assert [(f.id, f.severity) for f in found] == [("mem.pressure", "warning")]
+    assert "97 % full" in found[0].title

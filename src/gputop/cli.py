@@ -322,30 +322,15 @@ def _subcommand(name: str) -> Callable[[Sequence[str]], int] | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and not argv[0].startswith("-"):
-        try:
+    try:
+        if argv and not argv[0].startswith("-"):
             command = _subcommand(argv[0])
             if command is None:
                 print(f"gputop: unknown command {argv[0]!r} (commands: replay, report, import, "
                       "plan; see gputop --help)", file=sys.stderr)
                 return 2
             return command(argv[1:])
-        except GputopError as e:
-            print(f"gputop: {e}", file=sys.stderr)
-            return e.exit_code
-        except KeyboardInterrupt:
-            return EXIT_INTERRUPTED
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.json and not args.once and sys.stdout.isatty():
-        parser.error("--json needs --once (or a pipe)")
-    tty = sys.stdout.isatty() and sys.stdin.isatty()
-    try:
-        if args.record and (args.headless or not tty):
-            return run_record_headless(args, sys.stderr)
-        if args.once or args.json or not tty:
-            return run_once(args, sys.stdout)
-        return run_dashboard(args)
+        return _main(argv)
     except GputopError as e:
         print(f"gputop: {e}", file=sys.stderr)
         return e.exit_code
@@ -361,3 +346,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gputop: internal error: {type(e).__name__}: {e} "
               "(set GPUTOP_DEBUG=1 to see where)", file=sys.stderr)
         return 70
+
+
+def _main(argv: list[str]) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.json and not args.once and sys.stdout.isatty():
+        parser.error("--json needs --once (or a pipe)")
+    tty = sys.stdout.isatty() and sys.stdin.isatty()
+    if args.record and (args.headless or not tty):
+        return run_record_headless(args, sys.stderr)
+    if args.once or args.json or not tty:
+        return run_once(args, sys.stdout)
+    return run_dashboard(args)

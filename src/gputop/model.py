@@ -215,6 +215,29 @@ class ChildProcess:
 
 
 @dataclass(frozen=True, slots=True)
+class ProbeStats:
+    """What the in-process probe (gputop.probe) published for a process: PyTorch's allocator and
+    the training loop, which NVML cannot see. Bytes; None where the process has no CUDA."""
+
+    ts: float
+    device: int | None = None
+    allocated: int | None = None
+    reserved: int | None = None
+    active: int | None = None
+    inactive_split: int | None = None
+    peak_allocated: int | None = None
+    peak_reserved: int | None = None
+    num_alloc_retries: int | None = None
+    num_ooms: int | None = None
+    allocator_conf: str | None = None
+    steps: int = 0
+    step_time_s: float | None = None
+    loader_wait_s: float = 0.0
+    wait_frac: float | None = None
+    batch_sizes: tuple[tuple[int, int], ...] = ()  # (batch size, step peak allocated)
+
+
+@dataclass(frozen=True, slots=True)
 class ProcessSample:
     """One process on one GPU. A process on two GPUs appears twice."""
 
@@ -235,12 +258,14 @@ class ProcessSample:
     create_time: Val[float] = PENDING  # epoch seconds
     job: JobInfo | None = None
     children: tuple[ChildProcess, ...] = ()
+    probe: ProbeStats | None = None
 
     _measured: ClassVar[tuple[str, ...]] = (
         "gpu_mem", "sm_util", "mem_util", "user", "name", "cmdline", "cpu_percent", "rss",
         "create_time",
     )
-    _nested: ClassVar[dict[str, type]] = {"job": JobInfo, "children": ChildProcess}
+    _nested: ClassVar[dict[str, type]] = {"job": JobInfo, "children": ChildProcess,
+                                          "probe": ProbeStats}
 
     @property
     def key(self) -> str:
@@ -429,7 +454,7 @@ def to_dict(obj: Any, *, drop_nulls: bool = False) -> dict[str, Any]:
     return out
 
 
-_TUPLE_OF_TUPLES = {"matrix"}
+_TUPLE_OF_TUPLES = {"matrix", "batch_sizes"}
 
 
 def _unplain(name: str, v: Any) -> Any:
@@ -491,6 +516,7 @@ __all__ = [
     "LinkSample",
     "MigDevice",
     "Missing",
+    "ProbeStats",
     "ProcessSample",
     "Snapshot",
     "SystemInfo",

@@ -186,16 +186,53 @@ def run_dashboard(args: argparse.Namespace) -> int:
 
         writer = RecordingWriter(args.record, meta={"interval": args.interval})
         feed = RecordingTee(feed, writer)
+    feed = with_diagnostics(feed)
     try:
         app = GputopApp(feed, interval=args.interval, readonly=args.readonly,
                         mouse=not args.no_mouse, ansi=args.ansi,
                         title_suffix=" (demo recording)" if args.demo else "")
+        feed.listener = app.set_findings
         app.run(mouse=not args.no_mouse)
     finally:
         feed.close()
         if writer is not None:
             writer.close()
     return 0
+
+
+class DiagnosedFeed:
+    """A feed that runs the diagnostics engine over every snapshot (in a worker thread: a few ms
+    a tick) and hands the open Findings to `listener` (the dashboard's findings panel)."""
+
+    def __init__(self, feed: Any, engine: Any) -> None:
+        self.feed = feed
+        self.engine = engine
+        self.listener: Callable[[list[Any]], None] | None = None
+
+    def poll_once(self) -> Snapshot:
+        snap = self.feed.poll_once()
+        self._tell(self.engine.update(snap))
+        return snap
+
+    async def stream(self, interval: float) -> Any:
+        import asyncio
+
+        async for snap in self.feed.stream(interval):
+            self._tell(await asyncio.to_thread(self.engine.update, snap))
+            yield snap
+
+    def _tell(self, findings: list[Any]) -> None:
+        if self.listener is not None:
+            self.listener(findings)
+
+    def close(self) -> None:
+        self.feed.close()
+
+
+def with_diagnostics(feed: Any) -> DiagnosedFeed:
+    from gputop.diagnose import default_engine
+
+    return DiagnosedFeed(feed, default_engine())
 
 
 class RecordingTee:
@@ -260,9 +297,11 @@ def replay_main(argv: Sequence[str]) -> int:
         return 0
     from gputop.ui.app import GputopApp
 
-    GputopApp(feed, interval=args.interval, readonly=True, mouse=not args.no_mouse,
-              ansi=args.ansi, title_suffix=f" (replay of {os.path.basename(args.file)})"
-              ).run(mouse=not args.no_mouse)
+    diagnosed = with_diagnostics(feed)
+    app = GputopApp(diagnosed, interval=args.interval, readonly=True, mouse=not args.no_mouse,
+                    ansi=args.ansi, title_suffix=f" (replay of {os.path.basename(args.file)})")
+    diagnosed.listener = app.set_findings
+    app.run(mouse=not args.no_mouse)
     return 0
 
 

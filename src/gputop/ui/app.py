@@ -1,0 +1,174 @@
+"""GputopApp: the live dashboard over any feed of Snapshots.
+
+The feed (the NVML poller, a recording) has `stream(interval)`, an async iterator that keeps its
+blocking calls off the event loop. One long-lived worker consumes it and applies each Snapshot
+inside `batch_update()`, so a tick is one repaint. Tests call `apply_snapshot` directly."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any, Protocol
+
+from textual.app import App
+from textual.binding import Binding
+
+from gputop.model import ProcessSample, Snapshot
+from gputop.ui.history import GpuHistory
+from gputop.ui.keys import APP_KEYS
+from gputop.ui.kill import KillPolicy, Terminator
+from gputop.ui.screens.dashboard import APP_ACTIONS, DashboardScreen
+from gputop.ui.screens.detail import DetailScreen
+from gputop.ui.screens.help import HelpScreen
+from gputop.ui.screens.kill import KillScreen
+from gputop.ui.screens.topology import TopologyScreen
+from gputop.ui.text import sanitize
+from gputop.ui.widgets.status_header import ENDED, FAILED
+
+
+class Feed(Protocol):
+    def stream(self, interval: float) -> AsyncIterator[Snapshot]: ...
+
+
+OUTCOMES = {
+    "gone": "PID {pid} had already exited",
+    "reused": "PID {pid} now belongs to another process: nothing sent",
+    "denied": "not allowed to signal PID {pid}",
+    "exited": "PID {pid} exited",
+    "killed": "PID {pid} did not exit after SIGTERM: sent SIGKILL",
+}
+
+
+class GputopApp(App[None]):
+    CSS_PATH = "app.tcss"
+    TITLE = "gputop"
+    ENABLE_COMMAND_PALETTE = False
+    BINDINGS = [
+        Binding(k.keys, k.action, k.description, show=k.show)
+        for k in APP_KEYS if k.action in APP_ACTIONS
+    ]
+
+    def __init__(self, feed: Feed | None, *, interval: float = 1.0, readonly: bool = False,
+                 mouse: bool = True, ansi: bool = False, title_suffix: str = "",
+                 clock: Callable[[], float] = time.time, table_interval: float = 2.0,
+                 kill_policy: KillPolicy | None = None,
+                 terminator: Terminator | None = None) -> None:
+        # ansi_color must be known at construction: it picks the NO_COLOR filter that keeps the
+        # terminal's own 16 colours (instead of a greyscale conversion of RGB).
+        super().__init__(ansi_color=True if ansi else None)
+        if ansi:
+            self.theme = "ansi-dark"
+        if "TEXTUAL_ANIMATIONS" not in os.environ:
+            self.animation_level = "none"  # nothing here needs animating, least of all over SSH
+        self.feed = feed
+        self.interval = interval
+        self.readonly = readonly
+        self.mouse = mouse
+        self.clock = clock
+        self.kill_policy = kill_policy or KillPolicy.for_current_user(readonly=readonly)
+        if readonly and not self.kill_policy.readonly:
+            self.kill_policy = KillPolicy(self.kill_policy.euid, self.kill_policy.username, True)
+        self.terminator = terminator or Terminator()
+        self.histories: dict[int, GpuHistory] = {}
+        self.snapshot: Snapshot | None = None
+        self.messages: deque[str] = deque(maxlen=50)  # what was said to the user, newest last
+        self.dashboard = DashboardScreen(clock=clock, interval=interval, suffix=title_suffix,
+                                         table_interval=table_interval,
+                                         histories=self.histories)
+
+    def get_default_screen(self) -> DashboardScreen:
+        return self.dashboard
+
+    def run(self, *, mouse: bool | None = None, **kwargs: Any) -> None:  # type: ignore[override]
+        """`App.run`, with mouse support from the constructor unless given here."""
+        super().run(mouse=self.mouse if mouse is None else mouse, **kwargs)
+
+    def on_mount(self) -> None:
+        if self.feed is not None:
+            self.run_worker(self._consume(), name="feed", group="feed", exclusive=True,
+                            exit_on_error=False)
+
+    async def _consume(self) -> None:
+        assert self.feed is not None
+        try:
+            async for snap in self.feed.stream(self.interval):
+                self.apply_snapshot(snap)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # shown on screen; the last data stays up, marked as stale
+            self.dashboard.header.set_state(FAILED)
+            self.dashboard.add_warning(f"data feed stopped: {e}")
+            return
+        self.dashboard.header.set_state(ENDED)
+        self.dashboard.add_warning("the recording has ended")
+        if self.snapshot is not None:
+            self.dashboard.apply_snapshot(self.snapshot, force_table=True)
+
+    # -- the public surface ---------------------------------------------------------------------
+
+    def apply_snapshot(self, snap: Snapshot) -> None:
+        """Show one Snapshot: histories first, then the visible screen, in one repaint."""
+        self.snapshot = snap
+        for d in snap.devices:
+            history = self.histories.get(d.index)
+            if history is None:
+                history = self.histories[d.index] = GpuHistory()
+            history.push(d)
+        with self.batch_update():
+            self.dashboard.apply_snapshot(snap)
+            screen = self.screen
+            if screen is not self.dashboard and hasattr(screen, "apply_snapshot"):
+                screen.apply_snapshot(snap)
+
+    def set_findings(self, findings: Iterable[Any]) -> None:
+        """Show diagnostics findings (objects with .severity, .title, .detail); [] hides them."""
+        self.dashboard.set_findings(findings)
+
+    def say(self, message: str, severity: str = "information") -> None:
+        """Tell the user something, as text (never markup)."""
+        text = sanitize(message, 400)
+        self.messages.append(text)
+        self.notify(text, severity=severity, markup=False)  # type: ignore[arg-type]
+
+    # -- views ----------------------------------------------------------------------------------
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def open_detail(self, index: int) -> None:
+        screen = DetailScreen(index, self.histories)
+        self.push_screen(screen)
+        if self.snapshot is not None:
+            screen.apply_snapshot(self.snapshot)
+
+    def open_topology(self) -> None:
+        screen = TopologyScreen()
+        self.push_screen(screen)
+        if self.snapshot is not None:
+            screen.call_after_refresh(screen.apply_snapshot, self.snapshot)
+
+    # -- killing --------------------------------------------------------------------------------
+
+    def request_kill(self, proc: ProcessSample) -> None:
+        refusal = self.kill_policy.refusal(proc)
+        if refusal:
+            self.say(refusal, "warning")
+            return
+
+        def confirmed(kill: bool | None) -> None:
+            if kill:
+                self.run_worker(self._terminate(proc), group="kill", exit_on_error=False)
+            else:
+                self.say(f"PID {proc.pid} left running")
+
+        self.push_screen(KillScreen(proc, self.terminator.grace), confirmed)
+
+    async def _terminate(self, proc: ProcessSample) -> str:
+        outcome = await self.terminator.terminate(proc, self.say)
+        self.say(OUTCOMES[outcome].format(pid=proc.pid),
+                 "information" if outcome in ("exited", "killed", "gone") else "warning")
+        return outcome

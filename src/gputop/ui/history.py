@@ -1,0 +1,34 @@
+"""Bounded per-GPU history, fed once per Snapshot and read by every graph that shows it."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from gputop.model import DeviceSample, Missing
+
+HISTORY_LENGTH = 600  # ticks: ten minutes at 1 s, more than the widest terminal shows
+
+
+class GpuHistory:
+    """Utilization (%), memory used (bytes) and power draw (W) of one GPU, newest last.
+
+    A tick without a value (lost GPU, unsupported field) is stored as None so the graph shows a
+    gap instead of joining across it."""
+
+    def __init__(self, maxlen: int = HISTORY_LENGTH) -> None:
+        self.util: deque[float | None] = deque(maxlen=maxlen)
+        self.mem: deque[float | None] = deque(maxlen=maxlen)
+        self.power: deque[float | None] = deque(maxlen=maxlen)
+        self.ticks = 0  # values pushed so far: lets a graph shift by one instead of redrawing
+
+    def push(self, d: DeviceSample) -> None:
+        self.ticks += 1
+        self.util.append(_num(d.util_gpu, d))
+        self.mem.append(_num(d.mem_used, d))
+        self.power.append(_num(d.power_draw, d))
+
+
+def _num(v: object, d: DeviceSample) -> float | None:
+    if d.lost is not None or isinstance(v, Missing) or v is None:
+        return None
+    return float(v)  # type: ignore[arg-type]

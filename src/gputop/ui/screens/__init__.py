@@ -1,0 +1,1 @@
+"""Views the dashboard opens over itself, one a module."""

@@ -1,0 +1,57 @@
+"""Every key, and what the glyphs and words on the dashboard mean."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from gputop.ui import styles
+from gputop.ui.keys import APP_KEYS, LEGEND, OTHER_KEYS
+
+
+def help_content() -> Content:
+    rows: list[tuple[str, str]] = [(k.display or k.keys, k.help) for k in APP_KEYS]
+    rows += list(OTHER_KEYS)
+    width = max(len(k) for k, _ in [*rows, *LEGEND]) + 2
+    lines = [Content("Keys").stylize("bold $accent")]
+    lines += [Content.assemble((k.ljust(width), "bold"), (h, "")) for k, h in rows]
+    lines += [Content(""), Content("On the dashboard").stylize("bold $accent")]
+    lines += [Content.assemble((k.ljust(width), "bold"), (h, styles.LABEL)) for k, h in LEGEND]
+    return Content("\n").join(lines)
+
+
+class HelpScreen(ModalScreen[None]):
+    DEFAULT_CSS = """
+    HelpScreen {
+        align: center middle;
+    }
+    HelpScreen > VerticalScroll {
+        width: auto;
+        max-width: 100%;
+        height: auto;
+        max-height: 100%;
+        border: round $accent;
+        border-title-align: center;
+        background: $surface;
+        padding: 0 1;
+    }
+    HelpScreen Static {
+        width: auto;
+    }
+    """
+    BINDINGS = [
+        Binding("escape,question_mark", "close", "Close", show=False),
+    ]
+
+    def compose(self) -> ComposeResult:
+        box = VerticalScroll()
+        box.border_title = "gputop help"
+        with box:
+            yield Static(help_content())
+
+    def action_close(self) -> None:
+        self.dismiss(None)

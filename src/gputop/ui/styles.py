@@ -1,0 +1,34 @@
+"""Content styles in theme variables, shared by the cards, the rows and the views.
+
+Theme variables (not colours) so the 16-colour ANSI theme and NO_COLOR get sensible output; every
+state that a colour marks also has a word or a glyph."""
+
+from __future__ import annotations
+
+from gputop.ui.status import CRITICAL, INFO, WARNING
+
+MUTED = "$foreground-muted"
+LABEL = "$foreground-muted"
+UTIL = "$text-primary"
+MEMORY = "$text-success"
+POWER = "$text-secondary"
+OK = "$text-success"
+
+BADGE = {
+    INFO: "$text-primary on $primary-muted",
+    WARNING: "bold $text-warning on $warning-muted",
+    CRITICAL: "bold $text-error on $error-muted",
+}
+TEXT = {
+    INFO: "$text-primary",
+    WARNING: "bold $text-warning",
+    CRITICAL: "bold $text-error",
+}
+
+
+def badge_style(severity: str) -> str:
+    return BADGE.get(severity, "")
+
+
+def text_style(severity: str | None) -> str:
+    return TEXT.get(severity or "", "")

@@ -1,0 +1,61 @@
+"""Findings from the diagnostics engine, most severe first; hidden when there are none.
+
+It takes any objects with `.severity`, `.title` and `.detail`, so it does not depend on the
+engine's classes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from textual.content import Content
+from textual.widgets import Static
+
+from gputop.ui import styles
+from gputop.ui.status import CROSS
+from gputop.ui.text import safe_content
+
+_GLYPHS = {"critical": CROSS, "warning": "▲", "info": "●"}
+_RANK = {"critical": 0, "warning": 1, "info": 2}
+
+
+def finding_line(f: Any) -> Content:
+    sev = str(getattr(f, "severity", "info")).lower()
+    glyph = _GLYPHS.get(sev, "●")
+    detail = getattr(f, "detail", "")
+    parts: list[Content | tuple[str, str] | str] = [
+        (f" {glyph} {sev.upper()} ", styles.badge_style(sev) or styles.badge_style("info")),
+        " ",
+        safe_content(getattr(f, "title", ""), "bold", max_length=200),
+    ]
+    if detail:
+        parts += [("  ", ""), safe_content(detail, styles.LABEL, max_length=400)]
+    return Content.assemble(*parts)
+
+
+class FindingsPanel(Static):
+    DEFAULT_CSS = """
+    FindingsPanel {
+        height: auto;
+        max-height: 6;
+        border-top: solid $foreground 30%;
+        border-title-align: left;
+        border-title-color: $foreground;
+        display: none;
+        overflow-y: auto;
+    }
+    FindingsPanel.-shown {
+        display: block;
+    }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.findings: list[Any] = []
+
+    def set_findings(self, findings: Iterable[Any]) -> None:
+        found = sorted(findings, key=lambda f: _RANK.get(str(getattr(f, "severity", "")), 3))
+        self.findings = found
+        self.border_title = Content(f"Findings ({len(found)})")
+        self.update(Content("\n").join(finding_line(f) for f in found))
+        self.set_class(bool(found), "-shown")

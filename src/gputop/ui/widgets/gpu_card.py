@@ -1,0 +1,353 @@
+"""One GPU as a card: meters with fixed-scale history, temperatures, clocks, link, fan, badges.
+
+    ╭ 0  H100 80GB HBM3 ─────────────────────── PWR CAP ╮
+    │ GPU ▕█████████████▌  ▏ 87% SM 72%  ▂▃▅▇████▇▆▅▆▇██ │
+    │ MEM ▕███████████▒    ▏ 61.2/79.6G  ▃▃▃▃▃▃▃▃▃▃▃▃▃▃▃ │
+    │ PWR ▕██████████████  ▏ 612/700W    ▅▆▇▇▇▇▇▇▇▇▇▇▇▇▇ │
+    │ TEMP 71°C  16°C to slowdown  HBM 63°C  FAN n/s     │
+    │ CLK 1395/1980 MEM 2619/2619 MHz  PCIe 5x16         │
+    ╰────────────────────────────────────────────────────╯
+
+Drawn line by line (no child widgets); a tick repaints only the lines that changed.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from rich.segment import Segment
+from rich.style import Style as RichStyle
+from textual.content import Content
+from textual.events import Click
+from textual.geometry import Region
+from textual.message import Message
+from textual.strip import Strip
+from textual.widget import Widget
+
+from gputop.model import DeviceSample, Missing, value
+from gputop.ui import bars, styles
+from gputop.ui import format as fmt
+from gputop.ui.history import GpuHistory
+from gputop.ui.render import changed_span, content_strip
+from gputop.ui.status import CROSS, Badge, badges, fraction, pcie_downtrained
+from gputop.ui.text import safe_content
+from gputop.ui.widgets.gpu_row import temp_style
+from gputop.ui.widgets.history_graph import GAP, graph_line
+from gputop.ui.widgets.text_line import same
+
+BAR_WIDTH = 14
+METER_WIDTH = 33  # "GPU " + framed bar + " 100%" + " SM 100%"
+CARD_HEIGHT = 7
+
+
+def _muted_if_missing(v: object) -> str:
+    return styles.MUTED if isinstance(v, Missing) else ""
+
+
+def util_line(d: DeviceSample) -> Content:
+    util = value(d.util_gpu)
+    frac = None if util is None else util / 100.0
+    sm = d.sm_active
+    sm_part: Content | str = ""
+    # SM active exists only where GPM does (Hopper and newer); elsewhere it is left out rather
+    # than shown as "n/s" on every card.
+    if not (isinstance(sm, Missing) and sm.reason == "unsupported"):
+        sm_part = Content.assemble((" SM", styles.LABEL),
+                                   (f"{fmt.label(sm, fmt.percent):>5}", _muted_if_missing(sm)))
+    return Content.assemble(
+        ("GPU ", styles.LABEL),
+        bars.meter(frac, BAR_WIDTH, styles.UTIL),
+        (f"{fmt.label(d.util_gpu, fmt.percent):>5}", _muted_if_missing(d.util_gpu)),
+        sm_part,
+    )
+
+
+def memory_line(d: DeviceSample) -> Content:
+    used, total = value(d.mem_used), value(d.mem_total)
+    frac = fraction(d.mem_used, d.mem_total)
+    if used is not None and total is not None:
+        text, style = f" {fmt.gib(used)}/{fmt.gib(total)}G", ""
+    else:
+        text, style = f" {fmt.label(d.mem_used)}", styles.MUTED
+    return Content.assemble(
+        ("MEM ", styles.LABEL),
+        bars.memory_meter(frac, fraction(d.mem_reserved, d.mem_total), BAR_WIDTH,
+                          bars.level_style(frac, styles.MEMORY)),
+        (text, style),
+    )
+
+
+def power_line(d: DeviceSample) -> Content:
+    draw, limit = value(d.power_draw), value(d.power_limit)
+    frac = fraction(d.power_draw, d.power_limit)
+    if draw is not None and limit is not None:
+        text, style = f" {draw:.0f}/{limit:.0f}W", ""
+    else:
+        text, style = f" {fmt.label(d.power_draw, fmt.watts)}", _muted_if_missing(d.power_draw)
+    return Content.assemble(
+        ("PWR ", styles.LABEL),
+        bars.meter(frac, BAR_WIDTH, styles.POWER),
+        (text, style),
+    )
+
+
+def thermal_line(d: DeviceSample) -> Content:
+    parts: list[Content | str | tuple[str, str]] = [
+        ("TEMP ", styles.LABEL),
+        (fmt.label(d.temp_gpu, fmt.celsius), temp_style(d) or _muted_if_missing(d.temp_gpu)),
+    ]
+    margin = value(d.temp_margin)
+    if margin is not None:
+        glyph = "▲ " if margin <= 10 else ""
+        parts += ["  ", (f"{glyph}{margin:.0f}°C to slowdown", temp_style(d) or styles.LABEL)]
+    if not isinstance(d.temp_mem, Missing) or d.temp_mem.reason != "unsupported":
+        parts += [("  HBM ", styles.LABEL),
+                  (fmt.label(d.temp_mem, fmt.celsius), _muted_if_missing(d.temp_mem))]
+    parts += [("  FAN ", styles.LABEL), (fmt.label(d.fan, fmt.percent), _muted_if_missing(d.fan))]
+    return Content.assemble(*parts)
+
+
+def clocks_line(d: DeviceSample) -> Content:
+    def pair(cur: object, top: object) -> Content:
+        text = f"{fmt.label(cur, fmt.mhz)}/{fmt.label(top, fmt.mhz)}"
+        return Content(text).stylize(_muted_if_missing(cur))
+
+    gen, width = value(d.pcie_gen), value(d.pcie_width)
+    if gen is not None and width is not None:
+        link = f"{gen}x{width}"
+        if pcie_downtrained(d):
+            link_part = Content.assemble((f"▼ {link}", styles.text_style("warning")),
+                                         (f" of {value(d.pcie_gen_max)}x"
+                                          f"{value(d.pcie_width_max)}", styles.LABEL))
+        else:
+            link_part = Content(link)
+    else:
+        link_part = Content(fmt.label(d.pcie_gen)).stylize(styles.MUTED)
+    return Content.assemble(
+        ("CLK ", styles.LABEL), pair(d.clock_sm, d.clock_sm_max),
+        (" MEM ", styles.LABEL), pair(d.clock_mem, d.clock_mem_max), (" MHz", styles.LABEL),
+        ("  PCIe ", styles.LABEL), link_part,
+    )
+
+
+def title(d: DeviceSample, width: int, found: list[Badge] | None = None) -> Content:
+    """Index, name and badges, the name cut so the badges always fit."""
+    chips = Content(" ").join(
+        Content(f" {b.text} ").stylize(styles.badge_style(b.severity))
+        for b in (badges(d) if found is None else found)
+    )
+    room = max(4, width - 8 - chips.cell_length - (1 if chips else 0))
+    name = safe_content(fmt.short_gpu_name(d.name)).truncate(room, ellipsis=True)
+    head = Content.assemble((f"{d.index}", "bold"), "  ", name)
+    return Content.assemble(head, " ", chips) if chips else head
+
+
+class GpuCard(Widget):
+    """A GPU as a card, drawn line by line. A tick repaints only the lines that changed (the
+    three history lines move every tick; temperature and clocks lines rarely change), not the
+    whole card. Click selects it; a second click opens the detail view."""
+
+    DEFAULT_CSS = """
+    GpuCard {
+        height: 7;
+        border: round $foreground 30%;
+        border-title-color: $foreground;
+        border-title-align: left;
+        padding: 0 1;
+    }
+    GpuCard.-warning { border: round $warning; }
+    GpuCard.-critical { border: round $error; }
+    /* History a shade quieter than the meters, so the two read apart. */
+    GpuCard > .gpu-card--util-history { color: $text-primary 70%; }
+    GpuCard > .gpu-card--memory-history { color: $text-success 70%; }
+    GpuCard > .gpu-card--power-history { color: $text-secondary 80%; }
+    GpuCard > .gpu-card--gap { color: $foreground-muted; }
+    """
+    COMPONENT_CLASSES = {
+        "gpu-card--util-history",
+        "gpu-card--memory-history",
+        "gpu-card--power-history",
+        "gpu-card--gap",
+    }
+    HISTORY_CLASSES = ("gpu-card--util-history", "gpu-card--memory-history",
+                       "gpu-card--power-history")
+
+    class Clicked(Message):
+        def __init__(self, index: int, chain: int) -> None:
+            super().__init__()
+            self.index = index
+            self.chain = chain
+
+    def __init__(self, index: int, history: GpuHistory, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.index = index
+        self.history = history
+        self._sample: DeviceSample | None = None
+        self._lines: list[Content] = [Content("")] * (CARD_HEIGHT - 2)
+        self._scales = (100.0, 1.0, 1.0)  # fixed: 0-100 %, 0-total memory, 0-power limit
+        self._title: Content | None = None
+        self._styles_key: object = None
+        self._graphs: list[str] = [""] * len(HISTORIES)
+        self._graph_state: list[tuple[int, int, float, str] | None] = [None] * len(HISTORIES)
+        self._badges: list[Badge] = []
+        self._title_key: object = None
+        self._strips: dict[int, Strip] = {}  # rendered lines, dropped when they change
+        self._style_cache: list[tuple[RichStyle, RichStyle]] = []
+        self.border_title = Content(f"{index}")
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._styles_key = None
+        self._strips.clear()
+
+    def update(self, d: DeviceSample, slow: bool = True) -> None:
+        """Show a new sample (the app pushed the history already); repaint the lines whose
+        text or graph changed. A flat history scrolls without changing, so it costs nothing.
+
+        The temperature and clock lines change by a degree or a few MHz nearly every tick;
+        they are repainted on the `slow` ticks only (and at once when a badge changes), which
+        halves what a tick writes to the terminal."""
+        total = float(value(d.mem_total, 0) or self._scales[1])
+        limit = float(value(d.power_limit, 0) or self._scales[2])
+        self._scales = (100.0, total, limit)
+        width = self.size.width
+        if d != self._sample:
+            self._sample = d
+            found = badges(d)
+            if found != self._badges:
+                slow = True
+                self._badges = found
+                worst = found[0].severity if found else None
+                self.set_class(worst == "warning", "-warning")
+                self.set_class(worst == "critical", "-critical")
+            self._set_title()
+            lines = self._build_lines(d)
+        else:
+            lines = list(self._lines)
+        graphs = [self._graph(y, width) for y in range(len(HISTORIES))]
+        changed = []
+        for y, line in enumerate(lines):
+            if y >= len(HISTORIES) and not slow:
+                lines[y] = self._lines[y]  # keep showing the last one until a slow tick
+                continue
+            graph_changed = y < len(graphs) and graphs[y] != self._graphs[y]
+            if graph_changed or not same(line, self._lines[y]):
+                changed.append(y)
+        self._lines = lines
+        self._graphs = graphs
+        for y in changed:
+            self._repaint_line(y, width)
+
+    def _repaint_line(self, y: int, width: int) -> None:
+        """Draw line `y` now and repaint only the cells that differ from the screen."""
+        old = self._strips.get(y)
+        if not self.is_mounted or not width or old is None:
+            self._strips.pop(y, None)
+            self.refresh(Region(0, y, max(1, width), 1))
+            return
+        new = self._make_strip(y, width)
+        self._strips[y] = new
+        span = changed_span(old, new)
+        if span is not None:
+            self.refresh(Region(span[0], y, span[1] - span[0], 1))
+
+    def _graph(self, y: int, width: int) -> str:
+        """History line `y` as text. One new value per tick: shift the last text by one cell
+        instead of drawing the whole line again, unless the width or the scale changed."""
+        cells = max(0, width - METER_WIDTH - 1)
+        values: deque[float | None] = getattr(self.history, HISTORIES[y])
+        ticks, scale = self.history.ticks, self._scales[y]
+        last = self._graph_state[y]
+        if last is not None and last[1:3] == (cells, scale):
+            if last[0] == ticks:
+                return last[3]
+            if last[0] == ticks - 1 and values:
+                text = last[3][1:] + graph_line([values[-1]], 0, 1, 1, scale)
+                self._graph_state[y] = (ticks, cells, scale, text)
+                return text
+        text = graph_line(list(values)[-cells:] if cells else [], 0, cells, 1, scale)
+        self._graph_state[y] = (ticks, cells, scale, text)
+        return text
+
+    def _build_lines(self, d: DeviceSample) -> list[Content]:
+        if d.lost is not None:
+            since = f" since {fmt.clock_time(d.lost.since)}" if d.lost.since else ""
+            return [
+                Content.assemble((f" {CROSS} LOST ", styles.badge_style("critical"))),
+                Content(""),
+                Content(""),
+                Content(f"the GPU fell off the bus{since}").stylize(
+                    styles.text_style("critical")),
+                Content("reset the GPU or reboot the node").stylize(styles.LABEL),
+            ]
+        return [util_line(d), memory_line(d), power_line(d), thermal_line(d), clocks_line(d)]
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        cached = self._strips.get(y)
+        if cached is not None and cached.cell_length == width:
+            return cached
+        strip = self._strips[y] = self._make_strip(y, width)
+        return strip
+
+    def _make_strip(self, y: int, width: int) -> Strip:
+        if y >= len(self._lines):
+            strip = Strip.blank(width, self.visual_style.rich_style)
+        elif y >= len(HISTORIES) or width <= METER_WIDTH + 2:
+            strip = content_strip(self, self._lines[y], width)
+        else:
+            meter = content_strip(self, self._lines[y], METER_WIDTH + 1)
+            text = self._graph(y, width)
+            bar, gap = self._history_styles()[y]
+            segments = [Segment(chunk, gap if chunk[0] == GAP else bar)
+                        for chunk in _runs(text)]
+            strip = Strip.join([meter, Strip(segments, len(text))])
+        return strip
+
+    def _history_styles(self) -> list[tuple[RichStyle, RichStyle]]:
+        # Looking a component style up walks the DOM: done once per style change, not per line.
+        key = (self.styles._cache_key, self.app.theme)
+        if self._styles_key != key:
+            base = self.visual_style.rich_style
+            gap = base + self.get_component_rich_style("gpu-card--gap", partial=True)
+            self._style_cache = [
+                (base + self.get_component_rich_style(name, partial=True), gap)
+                for name in self.HISTORY_CLASSES
+            ]
+            self._styles_key = key
+        return self._style_cache
+
+    def select(self, selected: bool) -> None:
+        self.set_class(selected, "-selected")
+
+    def _set_title(self) -> None:
+        # Setting a border title repaints the whole card: only when the title really changed.
+        if self._sample is None:
+            return
+        width = self.size.width or 60
+        key = (self._sample.index, self._sample.name, tuple(self._badges), width)
+        if key != self._title_key:
+            self._title_key = key
+            self.border_title = title(self._sample, width, self._badges)
+
+    def on_resize(self) -> None:
+        self._strips.clear()
+        self._graphs = [self._graph(y, self.size.width) for y in range(len(HISTORIES))]
+        self._set_title()
+
+    def on_click(self, event: Click) -> None:
+        self.post_message(self.Clicked(self.index, event.chain))
+
+
+HISTORIES = ("util", "mem", "power")  # GpuHistory attributes, in line order
+
+
+def _runs(text: str) -> list[str]:
+    """`text` cut where it switches between graph cells and gap dots."""
+    runs: list[str] = []
+    start = 0
+    for i in range(1, len(text) + 1):
+        if i == len(text) or (text[i] == GAP) != (text[start] == GAP):
+            runs.append(text[start:i])
+            start = i
+    return runs

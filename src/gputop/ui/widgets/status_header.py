@@ -1,0 +1,148 @@
+"""The top line: what is being watched, with which driver, and how fresh the data is.
+
+    gputop  node-a17  driver 580.65.06 · CUDA 13.0  CPU 41% RAM 312/1008G   12:34:56 ● live
+
+The time is the data's own (when the snapshot was taken), not a wall clock: a clock that keeps
+ticking would hide a stuck poll. The age is recomputed every second from the snapshot's time,
+so a stale or stuck poll shows as "▲ STALE data 12 s old"; while data is fresh the line
+changes only when a snapshot arrives, so the header costs no extra repaint."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from textual.content import Content
+
+from gputop.model import Snapshot, value
+from gputop.ui import format as fmt
+from gputop.ui import styles
+from gputop.ui.status import CROSS
+from gputop.ui.text import safe_content
+from gputop.ui.widgets.text_line import TextLine
+
+WAITING = "waiting"
+LIVE = "live"
+ENDED = "ended"
+FAILED = "failed"
+
+
+def stale_after(interval: float) -> float:
+    """Seconds after which data counts as stale: a few missed ticks, never less than 3 s."""
+    return max(3.0, 3 * interval)
+
+
+def freshness(snap: Snapshot | None, now: float, interval: float, state: str,
+              started: float) -> Content:
+    """The data-age badge: a glyph, a word, and the age once it matters."""
+    if snap is None:
+        waited = fmt.age(now - started)
+        if state == FAILED:
+            return Content.assemble((f" {CROSS} NO DATA ", styles.badge_style("critical")))
+        return Content.assemble(("○ waiting for the first poll", styles.MUTED),
+                                (f" {waited}", styles.MUTED))
+    age = now - snap.time
+    old = f" data {fmt.age(age)} old"
+    if state == FAILED:
+        return Content.assemble((f" {CROSS} FEED FAILED ", styles.badge_style("critical")), old)
+    if state == ENDED:
+        return Content.assemble((" ■ ENDED ", styles.badge_style("info")), old)
+    if age > stale_after(interval):
+        severity = "critical" if age > 10 * stale_after(interval) else "warning"
+        word = " ▲ STUCK " if severity == "critical" else " ▲ STALE "
+        return Content.assemble((word, styles.badge_style(severity)),
+                                (old, styles.text_style(severity)))
+    return Content.assemble(("● ", styles.OK), ("live", styles.LABEL))
+
+
+def header_content(snap: Snapshot | None, now: float, width: int, *, interval: float,
+                   state: str, started: float, suffix: str = "") -> Content:
+    shown = now if snap is None else snap.time
+    right = Content.assemble((fmt.clock_time(shown), ""), "  ",
+                             freshness(snap, now, interval, state, started))
+    left = Content.assemble(("gputop", "bold $accent"), safe_content(suffix, styles.LABEL))
+    parts: list[Content] = []
+    if snap is not None:
+        host = snap.system.hostname or snap.host.hostname
+        if host:
+            parts.append(safe_content(host, "bold"))
+        sysinfo = snap.system
+        versions = []
+        driver = value(sysinfo.driver_version)
+        if driver:
+            versions.append(Content.assemble(("driver ", styles.LABEL), safe_content(driver)))
+        cuda = value(sysinfo.cuda_version)
+        rocm = value(sysinfo.rocm_version)
+        if cuda:
+            versions.append(Content.assemble(("CUDA ", styles.LABEL), safe_content(cuda)))
+        if rocm:
+            versions.append(Content.assemble(("ROCm ", styles.LABEL), safe_content(rocm)))
+        if versions:
+            parts.append(Content(" · ").stylize(styles.LABEL).join(versions))
+        h = snap.host
+        stats = []
+        cpu = value(h.cpu_percent)
+        if cpu is not None:
+            stats.append(Content.assemble(("CPU ", styles.LABEL), f"{cpu:.0f}%"))
+        used, total = value(h.mem_used), value(h.mem_total)
+        if used is not None and total is not None:
+            stats.append(Content.assemble(("RAM ", styles.LABEL),
+                                          f"{fmt.gib(used)}/{fmt.gib(total)}G"))
+        load = value(h.load_avg)
+        if load:
+            stats.append(Content.assemble(("load ", styles.LABEL), f"{load[0]:.1f}"))
+        if stats:
+            parts.append(Content(" ").join(stats))
+    # Drop the least important parts until the line fits; the freshness badge always stays.
+    while parts:
+        line = Content("  ").join([left, *parts])
+        if line.cell_length + 2 + right.cell_length <= width:
+            break
+        parts.pop()
+    line = Content("  ").join([left, *parts])
+    gap = max(1, width - line.cell_length - right.cell_length)
+    return (line + Content(" " * gap) + right).truncate(width)
+
+
+class StatusHeader(TextLine):
+    DEFAULT_CSS = """
+    StatusHeader {
+        background: $panel;
+        padding: 0 1;
+    }
+    """
+
+    def __init__(self, clock: Callable[[], float], interval: float, suffix: str = "", *,
+                 id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._clock = clock
+        self._interval = interval
+        self._suffix = suffix
+        self._snapshot: Snapshot | None = None
+        self._state = WAITING
+        self._started = clock()
+
+    def on_mount(self) -> None:
+        self.set_interval(1.0, self.tick)
+
+    @property
+    def state(self) -> str:
+        return self._state
+
+    def set_snapshot(self, snap: Snapshot) -> None:
+        self._snapshot = snap
+        if self._state == WAITING:
+            self._state = LIVE
+        self.tick()
+
+    def set_state(self, state: str) -> None:
+        self._state = state
+        self.tick()
+
+    def tick(self) -> None:
+        """Recompute the line (clock, age); repaint only if it changed."""
+        self.set(header_content(self._snapshot, self._clock(), self.size.width or 80,
+                                interval=self._interval, state=self._state,
+                                started=self._started, suffix=self._suffix))
+
+    def on_resize(self) -> None:
+        self.tick()

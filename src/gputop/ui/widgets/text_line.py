@@ -1,0 +1,77 @@
+"""A widget that shows one line of Content and repaints only the cells that changed.
+
+Drawn through the line API: a one-line Content needs no wrapping, and skipping Textual's general
+text pipeline makes the line several times cheaper to paint. When the text changes, the new line
+is compared with the one on screen and only the span that differs is repainted, so a clock that
+ticks sends two cells to the terminal, not the whole line."""
+
+from __future__ import annotations
+
+from textual.content import Content
+from textual.geometry import Region
+from textual.strip import Strip
+from textual.widget import Widget
+
+from gputop.ui.render import changed_span, content_strip
+
+
+def same(a: Content | None, b: Content | None) -> bool:
+    """Equal text *and* styles (Content's own == compares the text only)."""
+    if a is None or b is None:
+        return a is b
+    return a.plain == b.plain and list(a.spans) == list(b.spans)
+
+
+class TextLine(Widget):
+    """Fixed-size text that changes often. `set` is a no-op when nothing changed, and never
+    asks for a layout pass: the CSS gives the widget its size."""
+
+    DEFAULT_CSS = """
+    TextLine {
+        height: 1;
+        width: 1fr;
+    }
+    """
+
+    def __init__(self, content: Content | None = None, *, id: str | None = None,
+                 classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self._content = content or Content("")
+        self._strip: Strip | None = None
+
+    @property
+    def content(self) -> Content:
+        return self._content
+
+    def set(self, content: Content) -> bool:
+        """Show `content`; True when it differed from what was shown."""
+        if same(content, self._content):
+            return False
+        self._content = content
+        width = self.size.width
+        if not self.is_mounted or not width or self._strip is None:
+            self._strip = None
+            self.refresh()
+            return True
+        new = self.make_strip(width)
+        span = changed_span(self._strip, new)
+        self._strip = new
+        if span is not None:
+            self.refresh(Region(span[0], 0, span[1] - span[0], 1))
+        return True
+
+    def make_strip(self, width: int) -> Strip:
+        """The line as painted; subclasses may cut or decorate it."""
+        return content_strip(self, self._content, width)
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        if y:
+            return Strip.blank(width, self.visual_style.rich_style)
+        if self._strip is None or self._strip.cell_length != width:
+            self._strip = self.make_strip(width)
+        return self._strip
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._strip = None

@@ -8,6 +8,10 @@ psutil does not: cgroup, environ, PSI, and the parent map (one scan per tick, be
 
 NVML reports host PIDs. A PID that does not exist in our PID namespace (gputop in a container) is
 kept, with its host facts marked Missing("not_visible"), never dropped.
+
+A process that runs `gputop.probe` publishes its allocator and training-loop numbers to a file
+(docs/probe.md); `enrich` reads those of the visible GPU processes once per tick into
+`ProcessSample.probe`. Where no probe directory exists that costs a stat or two per user.
 """
 
 from __future__ import annotations
@@ -31,9 +35,11 @@ from gputop.model import (
     HostSample,
     JobInfo,
     Missing,
+    ProbeStats,
     ProcessSample,
     Val,
 )
+from gputop.probe_reader import ProbeSample, probe_dirs, read_probes
 
 T = TypeVar("T")
 
@@ -62,6 +68,8 @@ class HostSource:
         self._psi_unsupported: set[str] = set()
         self._tick = 0
         self._tracked: dict[tuple[int, int], _Tracked] = {}  # by (pid, start time)
+        # Why probe files were skipped at the latest tick: for debugging, never shown per tick.
+        self.probe_notes: list[str] = []
 
     # ------------------------------------------------------------------------------------------
     # The node
@@ -132,11 +140,12 @@ class HostSource:
         table = read_process_table(self._proc_root) if processes else {}
         tick = _Tick(now, frozenset(p.pid for p in processes), table, children_map(table))
         fields_by_pid: dict[int, dict[str, Any]] = {}  # a process on two GPUs is read once
-        out = []
         for p in processes:
             if p.pid not in fields_by_pid:
                 fields_by_pid[p.pid] = self._host_fields(p.pid, tick)
-            out.append(dataclasses.replace(p, **fields_by_pid[p.pid]))
+        probes = self._probes(tick.uids, now)
+        out = [dataclasses.replace(p, **fields_by_pid[p.pid], probe=probes.get(p.pid))
+               for p in processes]
         # Whatever was not seen this tick has exited (or left the GPU): forget it, so the cache
         # stays as small as the process list.
         self._tracked = {k: t for k, t in self._tracked.items() if t.seen == self._tick}
@@ -154,6 +163,8 @@ class HostSource:
                 rss = self._guard(lambda: proc.memory_info().rss)
         except self._ps.NoSuchProcess:  # exited between the GPU poll and now
             return _HIDDEN_FIELDS
+        if type(facts.uid) is int:
+            tick.uids[pid] = facts.uid
         return {
             "user": facts.user,
             "name": facts.name,
@@ -193,8 +204,28 @@ class HostSource:
             cmdline=self._guard(lambda: tuple(proc.cmdline())),
             create_time=self._guard(proc.create_time),
             job=read_job(self._proc_root, proc.pid),
+            uid=self._guard(lambda: proc.uids().real),
         )
         return t.facts
+
+    def _probes(self, uids: Mapping[int, int], now: float) -> dict[int, ProbeStats]:
+        """The probe payloads of these processes (pid -> uid that runs it). Only the users with a
+        probe directory are asked, so a node without probes pays a stat per user and tick. A
+        rejected or unreadable file leaves the process without a probe and a line in
+        `probe_notes`; it never stops the tick."""
+        users = {uid: _has_probe_dir(uid) for uid in set(uids.values())}
+        wanted = {pid: uid for pid, uid in uids.items() if users[uid]}
+        if not wanted:
+            self.probe_notes = []
+            return {}
+        notes: list[str] = []
+        try:
+            samples = read_probes(wanted, now, notes)
+        except Exception as e:  # the reader should not raise; a monitor must not die of it
+            notes.append(f"probe files not read: {type(e).__name__}: {e}")
+            samples = {}
+        self.probe_notes = notes
+        return {pid: probe_stats(s) for pid, s in samples.items()}
 
     def _cpu_percent(self, t: _Tracked, now: float) -> float:
         """% of one core since the previous tick. On first sight there is no previous sample, so
@@ -258,6 +289,7 @@ class _Facts:
     cmdline: Val[tuple[str, ...]]
     create_time: Val[float]
     job: JobInfo | None
+    uid: Val[int]  # real uid: whose probe directory to read
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,6 +300,28 @@ class _Tick:
     gpu_pids: frozenset[int]
     table: dict[int, ProcRow]
     tree: dict[int, list[int]]
+    uids: dict[int, int] = dataclasses.field(default_factory=dict)  # visible GPU pid -> uid
+
+
+def _has_probe_dir(uid: int) -> bool:
+    for d in probe_dirs(uid):
+        try:
+            os.stat(d)
+            return True
+        except OSError:
+            continue
+    return False
+
+
+def probe_stats(s: ProbeSample) -> ProbeStats:
+    """The model's view of one probe payload."""
+    return ProbeStats(
+        ts=s.ts, device=s.device, allocated=s.allocated, reserved=s.reserved, active=s.active,
+        inactive_split=s.inactive_split, peak_allocated=s.peak_allocated,
+        peak_reserved=s.peak_reserved, num_alloc_retries=s.num_alloc_retries,
+        num_ooms=s.num_ooms, allocator_conf=s.allocator_conf, steps=s.steps,
+        step_time_s=s.step_time_s, loader_wait_s=s.loader_wait_s, wait_frac=s.wait_frac,
+        batch_sizes=s.batch_sizes)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -82,9 +82,9 @@ class GputopApp(App[None]):
     def get_default_screen(self) -> DashboardScreen:
         return self.dashboard
 
-    def run(self, *, mouse: bool | None = None, **kwargs: Any) -> None:  # type: ignore[override]
+    def run(self, *, mouse: bool | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
         """`App.run`, with mouse support from the constructor unless given here."""
-        super().run(mouse=self.mouse if mouse is None else mouse, **kwargs)
+        return super().run(mouse=self.mouse if mouse is None else mouse, **kwargs)
 
     def on_mount(self) -> None:
         if self.feed is not None:

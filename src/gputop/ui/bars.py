@@ -26,22 +26,21 @@ def _fill(cells: float, width: int) -> str:
     return text
 
 
-def meter(fraction: float | None, width: int, style: str) -> Content:
+Part = tuple[str, str]  # (text, style): what Content.assemble takes, joined once per line
+
+
+def meter_parts(fraction: float | None, width: int, style: str) -> list[Part]:
     """A framed bar `width` cells wide inside the frame; None draws an empty frame."""
     fill = "" if fraction is None else _fill(fraction * width, width)
-    return Content.assemble(
-        (LEFT, FRAME_STYLE),
-        (fill, style),
-        " " * (width - len(fill)),
-        (RIGHT, FRAME_STYLE),
-    )
+    return [(LEFT, FRAME_STYLE), (fill, style), (" " * (width - len(fill)), ""),
+            (RIGHT, FRAME_STYLE)]
 
 
-def memory_meter(used: float | None, reserved: float | None, width: int, style: str,
-                 reserved_style: str = "$foreground-muted") -> Content:
+def memory_parts(used: float | None, reserved: float | None, width: int, style: str,
+                 reserved_style: str = "$foreground-muted") -> list[Part]:
     """Memory used by processes (█), held by the driver (▒), free (blank); fractions of total."""
     if used is None:
-        return meter(None, width, style)
+        return meter_parts(None, width, style)
     fill = _fill(used * width, width)
     # Reserved memory is small (hundreds of MiB of 80 GiB): round it up to one cell when present,
     # so the user sees that part of the total is not theirs.
@@ -49,13 +48,16 @@ def memory_meter(used: float | None, reserved: float | None, width: int, style: 
     if reserved:
         rsv_cells = max(1, round(reserved * width))
         rsv_cells = min(rsv_cells, width - len(fill))
-    return Content.assemble(
-        (LEFT, FRAME_STYLE),
-        (fill, style),
-        (RESERVED * rsv_cells, reserved_style),
-        " " * (width - len(fill) - rsv_cells),
-        (RIGHT, FRAME_STYLE),
-    )
+    return [(LEFT, FRAME_STYLE), (fill, style), (RESERVED * rsv_cells, reserved_style),
+            (" " * (width - len(fill) - rsv_cells), ""), (RIGHT, FRAME_STYLE)]
+
+
+def meter(fraction: float | None, width: int, style: str) -> Content:
+    return Content.assemble(*meter_parts(fraction, width, style))
+
+
+def memory_meter(used: float | None, reserved: float | None, width: int, style: str) -> Content:
+    return Content.assemble(*memory_parts(used, reserved, width, style))
 
 
 def level_style(fraction: float | None, base: str, warn_at: float = 0.95,

@@ -88,13 +88,13 @@ def age(seconds: float) -> str:
 
 
 _REASON_WORDS = {
-    "unsupported": "not supported by this GPU, driver or VM",
-    "no_permission": "needs privileges gputop does not have",
+    "unsupported": "not supported by this GPU/driver/VM",
+    "no_permission": "needs privileges gputop lacks",
     "gpu_lost": "the GPU fell off the bus",
     "stale": "stale",
-    "pending": "not sampled yet (read on a slower cadence)",
-    "not_visible": "in another PID namespace (a container): host facts unknown",
-    "error": "the call failed",
+    "pending": "not sampled yet (slower cadence)",
+    "not_visible": "in another PID namespace",
+    "error": "read failed",
 }
 
 

@@ -44,7 +44,8 @@ class KillPolicy:
         """Why `proc` may not be killed, or None when it may."""
         if self.readonly:
             return "read-only mode: killing processes is disabled"
-        if isinstance(proc.user, Missing) and proc.user.reason == "not_visible":
+        host_facts = (proc.user, proc.name, proc.cmdline, proc.create_time)
+        if any(isinstance(v, Missing) and v.reason == "not_visible" for v in host_facts):
             return (f"PID {proc.pid} lives in another PID namespace (a container); "
                     "gputop cannot tell which host process it is")
         if self.euid == 0:

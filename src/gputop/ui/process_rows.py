@@ -23,7 +23,7 @@ class Column:
 
 COLUMNS: tuple[Column, ...] = (
     Column("gpu", "GPU", 4, right=True),
-    Column("pid", "PID", 9, right=True),
+    Column("pid", "PID", 10, right=True),  # "├ 22104310": a worker's PID under its process
     Column("user", "USER", 9),
     Column("job", "JOB", None),
     Column("gmem", "GPU MEM", 7, right=True),

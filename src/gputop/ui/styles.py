@@ -14,10 +14,13 @@ MEMORY = "$text-success"
 POWER = "$text-secondary"
 OK = "$text-success"
 
+# Badges are reversed text: the chip takes the colour and the word takes the background. That
+# reads the same in truecolor, in the 16-colour ANSI theme (where a "muted" background and its
+# text can be the very same palette entry) and under NO_COLOR (inverse video).
 BADGE = {
-    INFO: "$text-primary on $primary-muted",
-    WARNING: "bold $text-warning on $warning-muted",
-    CRITICAL: "bold $text-error on $error-muted",
+    INFO: "reverse $text-primary",
+    WARNING: "bold reverse $text-warning",
+    CRITICAL: "bold reverse $text-error",
 }
 TEXT = {
     INFO: "$text-primary",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -29,6 +29,9 @@ from gputop.ui.widgets.process_table import ProcessTable
 from gputop.ui.widgets.status_header import StatusHeader
 from gputop.ui.widgets.text_line import TextLine
 from gputop.ui.widgets.warning_bar import WarningBar
+
+if TYPE_CHECKING:
+    from gputop.ui.app import GputopApp
 
 APP_ACTIONS = {"quit", "help"}
 # Columns where the biggest value is the interesting one sort high-to-low first.
@@ -99,6 +102,10 @@ class DashboardScreen(Screen[None]):
     def on_mount(self) -> None:
         self.table.focus()
         self._show_proc_status([])
+
+    @property
+    def gputop(self) -> GputopApp:
+        return cast("GputopApp", self.app)
 
     # -- data -----------------------------------------------------------------------------------
 
@@ -176,7 +183,7 @@ class DashboardScreen(Screen[None]):
     def action_layout(self) -> None:
         self.layout_override = LAYOUTS[(LAYOUTS.index(self.layout_override) + 1) % len(LAYOUTS)]
         self._apply_layout()
-        self.app.say(f"layout: {self.layout_override or 'auto'}")
+        self.gputop.say(f"layout: {self.layout_override or 'auto'}")
 
     # -- processes ------------------------------------------------------------------------------
 
@@ -210,7 +217,7 @@ class DashboardScreen(Screen[None]):
         elif row.proc.children:
             self.expanded.add(key)
         else:
-            self.app.say(f"PID {row.proc.pid} has no worker processes")
+            self.gputop.say(f"PID {row.proc.pid} has no worker processes")
             return
         self.refresh_table()
 
@@ -243,13 +250,13 @@ class DashboardScreen(Screen[None]):
     def action_kill(self) -> None:
         row = self.table.selected_row
         if row is None:
-            self.app.say("no process selected", "warning")
+            self.gputop.say("no process selected", "warning")
             return
         if row.child is not None:
-            self.app.say("select the GPU process itself to kill it (this row is one of its "
+            self.gputop.say("select the GPU process itself to kill it (this row is one of its "
                          "workers)", "warning")
             return
-        self.app.request_kill(row.proc)
+        self.gputop.request_kill(row.proc)
 
     # -- GPUs -----------------------------------------------------------------------------------
 
@@ -261,10 +268,10 @@ class DashboardScreen(Screen[None]):
     def action_detail(self) -> None:
         index = self.selected_gpu()
         if index is not None:
-            self.app.open_detail(index)
+            self.gputop.open_detail(index)
 
     def on_gpu_panel_opened(self, event: GpuPanel.Opened) -> None:
-        self.app.open_detail(event.index)
+        self.gputop.open_detail(event.index)
 
     def action_topology(self) -> None:
-        self.app.open_topology()
+        self.gputop.open_topology()

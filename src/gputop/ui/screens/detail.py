@@ -145,8 +145,7 @@ LABEL_WIDTH = 27  # the throttle reasons' column
 def field_line(name: str, v: Any, f: Fmt, width: int = LABEL_WIDTH) -> Content:
     head = Content(f"{name:<{width}}").stylize(styles.LABEL)
     if isinstance(v, Missing):
-        return Content.assemble(head, (v.label(), "bold " + styles.MUTED), " ",
-                                safe_content(f"— {fmt.reason_words(v)}", styles.MUTED))
+        return head + safe_content(fmt.reason_words(v), "italic " + styles.MUTED)
     return head + safe_content(f(v))
 
 
@@ -310,11 +309,11 @@ class DetailScreen(Screen[None]):
         if limit:
             self._graphs["power"].maximum = float(limit)
         labels = {
-            "util": f"GPU busy {fmt.label(d.util_gpu, fmt.percent)}  (0-100 %)",
-            "mem": (f"memory {fmt.label(d.mem_used, fmt.size)}  "
-                    f"(0-{fmt.label(d.mem_total, fmt.size)})"),
-            "power": (f"power {fmt.label(d.power_draw, fmt.watts)}  "
-                      f"(0-{fmt.label(d.power_limit, fmt.watts)} limit)"),
+            "util": f"GPU busy {fmt.label(d.util_gpu, fmt.percent)}",
+            "mem": (f"memory {fmt.label(d.mem_used, fmt.size)} of "
+                    f"{fmt.label(d.mem_total, fmt.size)}"),
+            "power": (f"power {fmt.label(d.power_draw, fmt.watts)} of "
+                      f"{fmt.label(d.power_limit, fmt.watts)}"),
         }
         for key, graph in self._graphs.items():
             self._graph_labels[key].set(Content(labels[key]))

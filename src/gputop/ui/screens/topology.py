@@ -3,6 +3,7 @@ CPU and NUMA affinity, and every NVLink / xGMI link with its state, throughput a
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 from rich.text import Text
@@ -29,9 +30,10 @@ PATH_STYLES = {
     "SYS": "$text-error",
 }
 LEGEND = (
-    "X self · NV# joined by # NVLinks · PIX through one PCIe switch · PXB several switches",
-    "PHB through a host bridge · NODE within a NUMA node · SYS across NUMA nodes (slowest)",
+    "X self · NV# # NVLinks · PIX one PCIe switch · PXB several PCIe switches",
+    "PHB host bridge · NODE same NUMA node · SYS across NUMA nodes (slowest)",
 )
+LINKS_EVERY = 2.0  # seconds: 144 rows of counters are a slow panel
 
 
 def path_style(kind: str) -> str:
@@ -147,21 +149,21 @@ class TopologyScreen(Screen[None]):
         background: $panel;
         padding: 0 1;
     }
+    /* One page that scrolls: the matrix, the per-GPU summary, then every link. */
     TopologyScreen > VerticalScroll {
-        height: auto;
-        max-height: 50%;
-        padding: 0 1;
+        height: 1fr;
     }
     TopologyScreen #topo-matrix {
-        width: auto;
+        padding: 0 1;
     }
-    TopologyScreen > #links-summary {
+    TopologyScreen #links-summary {
         height: auto;
         padding: 0 1;
         border-top: solid $foreground 30%;
     }
-    TopologyScreen > DataTable {
-        height: 1fr;
+    TopologyScreen #links {
+        height: auto;
+        overflow-y: hidden;
     }
     """
     BINDINGS = [Binding("escape", "app.pop_screen", "Back", show=True)]
@@ -174,13 +176,14 @@ class TopologyScreen(Screen[None]):
         self._links: DataTable[Text] = DataTable(cursor_type="row", id="links")
         self._shown: dict[str, tuple[str, ...]] = {}
         self._first = True
+        self._next_links = 0.0
 
     def compose(self) -> ComposeResult:
         yield Static(Content("Topology").stylize("bold $accent"), id="topo-title")
         with VerticalScroll():
             yield self._matrix
-        yield self._summary
-        yield self._links
+            yield self._summary
+            yield self._links
         yield Footer()
 
     def on_mount(self) -> None:
@@ -193,8 +196,11 @@ class TopologyScreen(Screen[None]):
             self._first = False
             self._topology = snap.topology
             self._matrix.update(matrix_content(snap.topology, len(snap.devices)))
-        self._summary.update(links_summary(snap.links))
-        self._show_links(snap.links)
+        now = time.monotonic()
+        if now >= self._next_links:
+            self._next_links = now + LINKS_EVERY
+            self._summary.update(links_summary(snap.links))
+            self._show_links(snap.links)
 
     def _show_links(self, links: Sequence[LinkSample]) -> None:
         table = self._links

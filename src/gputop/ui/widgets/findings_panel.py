@@ -43,6 +43,8 @@ class FindingsPanel(Static):
         border-title-color: $foreground;
         display: none;
         overflow-y: auto;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
     }
     FindingsPanel.-shown {
         display: block;
@@ -52,10 +54,18 @@ class FindingsPanel(Static):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.findings: list[Any] = []
+        self._shown: tuple[tuple[str, str, str], ...] = ()
 
     def set_findings(self, findings: Iterable[Any]) -> None:
+        """Show `findings`. The engine hands them over every tick, mostly unchanged: then this
+        costs a comparison, not a layout and a repaint."""
         found = sorted(findings, key=lambda f: _RANK.get(str(getattr(f, "severity", "")), 3))
+        key = tuple((str(getattr(f, "severity", "")), str(getattr(f, "title", "")),
+                     str(getattr(f, "detail", ""))) for f in found)
         self.findings = found
+        if key == self._shown:
+            return
+        self._shown = key
         self.border_title = Content(f"Findings ({len(found)})")
         self.update(Content("\n").join(finding_line(f) for f in found))
         self.set_class(bool(found), "-shown")

@@ -32,12 +32,13 @@ from gputop.ui.render import changed_span, content_strip
 from gputop.ui.status import CROSS, Badge, badges, fraction, pcie_downtrained
 from gputop.ui.text import safe_content
 from gputop.ui.widgets.gpu_row import temp_style
-from gputop.ui.widgets.history_graph import GAP, graph_line
+from gputop.ui.widgets.history_graph import GAP, gap_runs, graph_line
 from gputop.ui.widgets.text_line import same
 
 BAR_WIDTH = 14
 METER_WIDTH = 33  # "GPU " + framed bar + " 100%" + " SM 100%"
 CARD_HEIGHT = 7
+HISTORIES = ("util", "mem", "power")  # GpuHistory attributes of the first three lines
 
 
 def _muted_if_missing(v: object) -> str:
@@ -99,7 +100,8 @@ def thermal_line(d: DeviceSample) -> Content:
     margin = value(d.temp_margin)
     if margin is not None:
         glyph = "▲ " if margin <= 10 else ""
-        parts += ["  ", (f"{glyph}{margin:.0f}°C to slowdown", temp_style(d) or styles.LABEL)]
+        words = f"{margin:.0f}°C to slowdown" if margin > 0 else "at slowdown temp"
+        parts += ["  ", (f"{glyph}{words}", temp_style(d) or styles.LABEL)]
     if not isinstance(d.temp_mem, Missing) or d.temp_mem.reason != "unsupported":
         parts += [("  HBM ", styles.LABEL),
                   (fmt.label(d.temp_mem, fmt.celsius), _muted_if_missing(d.temp_mem))]
@@ -143,9 +145,8 @@ def title(d: DeviceSample, width: int, found: list[Badge] | None = None) -> Cont
 
 
 class GpuCard(Widget):
-    """A GPU as a card, drawn line by line. A tick repaints only the lines that changed (the
-    three history lines move every tick; temperature and clocks lines rarely change), not the
-    whole card. Click selects it; a second click opens the detail view."""
+    """A GPU as a card, drawn line by line. A tick repaints only the cells that changed, never
+    the whole card. Click selects it; a second click opens the detail view."""
 
     DEFAULT_CSS = """
     GpuCard {
@@ -157,10 +158,11 @@ class GpuCard(Widget):
     }
     GpuCard.-warning { border: round $warning; }
     GpuCard.-critical { border: round $error; }
-    /* History a shade quieter than the meters, so the two read apart. */
-    GpuCard > .gpu-card--util-history { color: $text-primary 70%; }
-    GpuCard > .gpu-card--memory-history { color: $text-success 70%; }
-    GpuCard > .gpu-card--power-history { color: $text-secondary 80%; }
+    /* History a shade darker than the meters, so the two read apart (solid colours: a
+       component style cannot blend alpha). */
+    GpuCard > .gpu-card--util-history { color: $primary; }
+    GpuCard > .gpu-card--memory-history { color: $success; }
+    GpuCard > .gpu-card--power-history { color: $secondary-lighten-1; }
     GpuCard > .gpu-card--gap { color: $foreground-muted; }
     """
     COMPONENT_CLASSES = {
@@ -185,8 +187,6 @@ class GpuCard(Widget):
         self._sample: DeviceSample | None = None
         self._lines: list[Content] = [Content("")] * (CARD_HEIGHT - 2)
         self._scales = (100.0, 1.0, 1.0)  # fixed: 0-100 %, 0-total memory, 0-power limit
-        self._title: Content | None = None
-        self._styles_key: object = None
         self._graphs: list[str] = [""] * len(HISTORIES)
         self._graph_state: list[tuple[int, int, float, str] | None] = [None] * len(HISTORIES)
         self._badges: list[Badge] = []
@@ -197,7 +197,7 @@ class GpuCard(Widget):
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
-        self._styles_key = None
+        self._style_cache = []
         self._strips.clear()
 
     def update(self, d: DeviceSample, slow: bool = True) -> None:
@@ -212,6 +212,7 @@ class GpuCard(Widget):
         self._scales = (100.0, total, limit)
         width = self.size.width
         if d != self._sample:
+            was_lost = self._sample is None or self._sample.lost is not None
             self._sample = d
             found = badges(d)
             if found != self._badges:
@@ -221,15 +222,15 @@ class GpuCard(Widget):
                 self.set_class(worst == "warning", "-warning")
                 self.set_class(worst == "critical", "-critical")
             self._set_title()
-            lines = self._build_lines(d)
+            if slow or was_lost or d.lost is not None:
+                lines = self._build_lines(d)
+            else:  # the temperature and clock lines wait for a slow tick
+                lines = [util_line(d), memory_line(d), power_line(d), *self._lines[3:]]
         else:
             lines = list(self._lines)
         graphs = [self._graph(y, width) for y in range(len(HISTORIES))]
         changed = []
         for y, line in enumerate(lines):
-            if y >= len(HISTORIES) and not slow:
-                lines[y] = self._lines[y]  # keep showing the last one until a slow tick
-                continue
             graph_changed = y < len(graphs) and graphs[y] != self._graphs[y]
             if graph_changed or not same(line, self._lines[y]):
                 changed.append(y)
@@ -292,29 +293,25 @@ class GpuCard(Widget):
 
     def _make_strip(self, y: int, width: int) -> Strip:
         if y >= len(self._lines):
-            strip = Strip.blank(width, self.visual_style.rich_style)
-        elif y >= len(HISTORIES) or width <= METER_WIDTH + 2:
-            strip = content_strip(self, self._lines[y], width)
-        else:
-            meter = content_strip(self, self._lines[y], METER_WIDTH + 1)
-            text = self._graph(y, width)
-            bar, gap = self._history_styles()[y]
-            segments = [Segment(chunk, gap if chunk[0] == GAP else bar)
-                        for chunk in _runs(text)]
-            strip = Strip.join([meter, Strip(segments, len(text))])
-        return strip
+            return Strip.blank(width, self.visual_style.rich_style)
+        if y >= len(HISTORIES) or width <= METER_WIDTH + 2:
+            return content_strip(self, self._lines[y], width)
+        meter = content_strip(self, self._lines[y], METER_WIDTH + 1)
+        text = self._graph(y, width)
+        bar, gap = self._history_styles()[y]
+        segments = [Segment(run, gap if run[0] == GAP else bar) for run in gap_runs(text)]
+        return Strip.join([meter, Strip(segments, len(text))])
 
     def _history_styles(self) -> list[tuple[RichStyle, RichStyle]]:
-        # Looking a component style up walks the DOM: done once per style change, not per line.
-        key = (self.styles._cache_key, self.app.theme)
-        if self._styles_key != key:
+        # Looking a component style up walks the DOM: done once per style change (which
+        # empties the cache), not per line.
+        if not self._style_cache:
             base = self.visual_style.rich_style
             gap = base + self.get_component_rich_style("gpu-card--gap", partial=True)
             self._style_cache = [
                 (base + self.get_component_rich_style(name, partial=True), gap)
                 for name in self.HISTORY_CLASSES
             ]
-            self._styles_key = key
         return self._style_cache
 
     def select(self, selected: bool) -> None:
@@ -337,17 +334,3 @@ class GpuCard(Widget):
 
     def on_click(self, event: Click) -> None:
         self.post_message(self.Clicked(self.index, event.chain))
-
-
-HISTORIES = ("util", "mem", "power")  # GpuHistory attributes, in line order
-
-
-def _runs(text: str) -> list[str]:
-    """`text` cut where it switches between graph cells and gap dots."""
-    runs: list[str] = []
-    start = 0
-    for i in range(1, len(text) + 1):
-        if i == len(text) or (text[i] == GAP) != (text[start] == GAP):
-            runs.append(text[start:i])
-            start = i
-    return runs

@@ -8,6 +8,7 @@ only when the sample or the width changes."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from textual.content import Content
 from textual.events import Click
@@ -16,8 +17,9 @@ from textual.message import Message
 from gputop.model import DeviceSample, Missing, value
 from gputop.ui import bars, styles
 from gputop.ui import format as fmt
-from gputop.ui.status import CROSS, badges, fraction, severity
-from gputop.ui.text import safe_content
+from gputop.ui.status import CROSS, Badge, badges, fraction
+from gputop.ui.text import sanitize
+from gputop.ui.widgets.process_table import fit
 from gputop.ui.widgets.text_line import TextLine
 
 
@@ -28,10 +30,10 @@ class RowLayout:
     status: int
 
 
-# Cells on the line besides the name, the two bars and the status: the index and its gaps (4),
-# the util frame and value (2 + 5), the memory frame and value (2 + 8), temperature (4), power
-# (9), and the gaps between them (4).
-FIXED = 38
+# Cells on the line besides the name, the two bars and the status: the index and the gaps around
+# the name (5), the util frame and value (2 + 5), the memory frame and value (2 + 8),
+# temperature (4), power (9), and the gaps between them (4).
+FIXED = 39
 UTIL_TEXT = 5
 MEM_TEXT = 8
 TEMP_TEXT = 4
@@ -76,23 +78,28 @@ def temp_style(d: DeviceSample) -> str:
     return ""
 
 
-def row_content(d: DeviceSample, width: int) -> Content:
+@lru_cache(maxsize=256)
+def _head(index: int, name: str, width: int) -> str:
+    """The row's start, "  0 H100 80GB ": constant for a GPU, so built once. A long name
+    loses whole words from its end ("H100 80GB HBM3" -> "H100 80GB" -> "H100") before it is
+    cut."""
+    words = sanitize(fmt.short_gpu_name(name)).split()
+    while len(words) > 1 and len(" ".join(words)) > width:
+        words.pop()
+    return f" {index:>2} " + fit(" ".join(words), width) + " "
+
+
+def row_content(d: DeviceSample, width: int, found: list[Badge] | None = None) -> Content:
     lay = row_layout(width)
-    head = Content.assemble(
-        f" {d.index:>2} ",
-        safe_content(fmt.short_gpu_name(d.name)).truncate(lay.name, pad=True),
-        " ",
-    )
+    head = _head(d.index, d.name, lay.name)
     if d.lost is not None:
         since = f" since {fmt.clock_time(d.lost.since)}" if d.lost.since else ""
-        tail = Content.assemble((f" {CROSS} LOST ", styles.badge_style("critical")),
-                                f" fell off the bus{since}")
-        return (head + tail).truncate(width)
+        return Content.assemble(head, (f" {CROSS} LOST ", styles.badge_style("critical")),
+                                f" fell off the bus{since}").truncate(width)
 
     util = value(d.util_gpu)
     util_frac = None if util is None else util / 100.0
     mem_frac = fraction(d.mem_used, d.mem_total)
-    rsv_frac = fraction(d.mem_reserved, d.mem_total)
     total = value(d.mem_total)
     used = value(d.mem_used)
     if used is not None and total is not None:
@@ -105,30 +112,30 @@ def row_content(d: DeviceSample, width: int) -> Content:
     else:
         power = fmt.label(d.power_draw, fmt.watts)
     temp = fmt.label(d.temp_gpu, fmt.celsius)
-
-    line = head + Content.assemble(
-        bars.meter(util_frac, lay.bar, bars.level_style(util_frac, styles.UTIL, 2.0)),
-        (f"{fmt.label(d.util_gpu, fmt.percent):>{UTIL_TEXT}}",
+    parts: list[bars.Part | str] = [
+        head,
+        *bars.meter_parts(util_frac, lay.bar, styles.UTIL),
+        (f"{fmt.label(d.util_gpu, fmt.percent):>{UTIL_TEXT}} ",
          "" if util is not None else styles.MUTED),
+        *bars.memory_parts(mem_frac, fraction(d.mem_reserved, d.mem_total), lay.bar,
+                           bars.level_style(mem_frac, styles.MEMORY)),
+        (f"{mem_text:>{MEM_TEXT}} ", "" if used is not None else styles.MUTED),
+        (f"{temp:>{TEMP_TEXT}}", temp_style(d) or _muted_if_missing(d.temp_gpu)),
         " ",
-        bars.memory_meter(mem_frac, rsv_frac, lay.bar, bars.level_style(mem_frac, styles.MEMORY)),
-        (f"{mem_text:>{MEM_TEXT}}", "" if used is not None else styles.MUTED),
-        " ",
-        (f"{temp:>{TEMP_TEXT}}", temp_style(d) or ("" if not isinstance(d.temp_gpu, Missing) else
-                                        styles.MUTED)),
-        " ",
-        (f"{power:>{POWER_TEXT}}", "" if draw is not None else styles.MUTED),
-        " ",
-    )
+        (f"{power:>{POWER_TEXT}} ", "" if draw is not None else styles.MUTED),
+    ]
     room = lay.status
-    status: list[Content] = []
-    for b in badges(d):
-        chip = Content.assemble((f" {b.text} ", styles.badge_style(b.severity)), " ")
-        if chip.cell_length > room:
+    for b in badges(d) if found is None else found:
+        chip = len(b.text) + 3
+        if chip > room:
             break
-        status.append(chip)
-        room -= chip.cell_length
-    return (line + Content("").join(status)).truncate(width)
+        parts += [(f" {b.text} ", styles.badge_style(b.severity)), " "]
+        room -= chip
+    return Content.assemble(*parts)  # fits by construction; the line is cropped when drawn
+
+
+def _muted_if_missing(v: object) -> str:
+    return styles.MUTED if isinstance(v, Missing) else ""
 
 
 class GpuRow(TextLine):
@@ -156,8 +163,9 @@ class GpuRow(TextLine):
         if d == self._sample:
             return
         self._sample = d
-        self.set_class(severity(d) == "critical", "-critical")
-        self.set(row_content(d, self.size.width or 80))
+        found = badges(d)
+        self.set_class(bool(found) and found[0].severity == "critical", "-critical")
+        self.set(row_content(d, self.size.width or 80, found))
 
     def select(self, selected: bool) -> None:
         self.set_class(selected, "-selected")

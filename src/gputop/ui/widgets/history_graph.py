@@ -64,17 +64,21 @@ class HistoryGraph(Widget):
         width, height = self.size
         text = self.line_text(y, width, height)
         style = self.rich_style
-        gap_style = self.get_component_rich_style("history-graph--gap", partial=True)
-        segments: list[Segment] = []
-        run_start = 0
-        # Group runs so a line is a handful of segments, not one per cell.
-        for i in range(1, len(text) + 1):
-            if i == len(text) or (text[i] == GAP) != (text[run_start] == GAP):
-                chunk = text[run_start:i]
-                seg_style = style + gap_style if chunk[0] == GAP else style
-                segments.append(Segment(chunk, seg_style))
-                run_start = i
-        return Strip(segments, width)
+        gap_style = style + self.get_component_rich_style("history-graph--gap", partial=True)
+        return Strip([Segment(run, gap_style if run[0] == GAP else style)
+                      for run in gap_runs(text)], width)
+
+
+def gap_runs(text: str) -> list[str]:
+    """`text` cut where it switches between graph cells and gap dots: a line is a handful of
+    segments, not one per cell."""
+    runs: list[str] = []
+    start = 0
+    for i in range(1, len(text) + 1):
+        if i == len(text) or (text[i] == GAP) != (text[start] == GAP):
+            runs.append(text[start:i])
+            start = i
+    return runs
 
 
 def graph_line(values: Sequence[float | None], y: int, width: int, height: int,

@@ -54,8 +54,9 @@ class ProcessTable(ScrollView, can_focus=True):
         text-style: bold;
         background: $panel;
     }
+    /* Solid colours: component styles are turned into Rich styles, which cannot blend alpha. */
     ProcessTable > .process-table--cursor {
-        background: $foreground 12%;
+        background: $panel;
     }
     ProcessTable:focus > .process-table--cursor {
         background: $primary;
@@ -100,7 +101,7 @@ class ProcessTable(ScrollView, can_focus=True):
         self._sort: tuple[str, bool] = ("gpu", False)
         self._strips: dict[int, Strip] = {}  # by row index; dropped when the row changes
         self._header: Strip | None = None
-        self._styles_key: object = None
+        self._palette_focus: bool | None = None
         self._palette: dict[str, RichStyle] = {}
 
     # -- data -----------------------------------------------------------------------------------
@@ -164,9 +165,9 @@ class ProcessTable(ScrollView, can_focus=True):
     # -- drawing --------------------------------------------------------------------------------
 
     def _styles(self) -> dict[str, RichStyle]:
-        # Component styles walk the DOM: looked up once per style change, not per line.
-        key = (self.styles._cache_key, self.app.theme, self.has_focus)
-        if key != self._styles_key:
+        # Component styles walk the DOM: looked up once per style or focus change (a style
+        # change empties the palette), not per line.
+        if not self._palette or self._palette_focus != self.has_focus:
             base = self.visual_style.rich_style
             cursor = base + self.get_component_rich_style("process-table--cursor", partial=True)
             muted = self.get_component_rich_style("process-table--muted", partial=True)
@@ -178,7 +179,7 @@ class ProcessTable(ScrollView, can_focus=True):
                 "muted": base + muted,
                 "cursor-muted": cursor + muted,
             }
-            self._styles_key = key
+            self._palette_focus = self.has_focus
             self._strips.clear()
             self._header = None
         return self._palette
@@ -199,9 +200,17 @@ class ProcessTable(ScrollView, can_focus=True):
         style = self._styles()["header"]
         parts = []
         for k in self._visible:
-            col = _COLUMN[k]
-            arrow = ("▼" if self._sort[1] else "▲") if self._sort[0] == k else ""
-            parts.append(" " + fit(col.label + arrow, self._widths[k], col.right))
+            col, cells = _COLUMN[k], self._widths[k]
+            # The sort arrow borrows the separator cell, so no label is ever cut: after a
+            # right-aligned label, before a left-aligned one.
+            if self._sort[0] != k:
+                parts.append(" " + fit(col.label, cells, col.right))
+                continue
+            arrow = "▼" if self._sort[1] else "▲"
+            if col.right:
+                parts.append(fit(col.label + arrow, cells + 1, right=True))
+            else:
+                parts.append(arrow + fit(col.label, cells))
         return Strip([Segment("".join(parts), style)]).adjust_cell_length(width, style)
 
     def render_line(self, y: int) -> Strip:
@@ -235,6 +244,12 @@ class ProcessTable(ScrollView, can_focus=True):
         self._header = None
         self.virtual_size = Size(event.size.width, len(self.rows) + 1)
         self.refresh()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._palette = {}
+        self._strips.clear()
+        self._header = None
 
     def watch_scroll_y(self, old: float, new: float) -> None:
         self._strips.clear()  # cached by row index, and the rows under each line moved

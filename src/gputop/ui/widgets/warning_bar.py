@@ -25,7 +25,7 @@ class WarningBar(TextLine):
     WarningBar {
         padding: 0 1;
         color: $text-warning;
-        background: $warning-muted;
+        text-style: reverse;  /* readable in the ANSI theme and under NO_COLOR too */
         display: none;
     }
     WarningBar.-shown {

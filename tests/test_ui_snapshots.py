@@ -30,7 +30,7 @@ needs_demo = pytest.mark.skipif(not demo_path().exists(),
                                 reason="the demo recording is not built")
 
 # Where to stop in the demo's story (tick = 1 s): steady training, then GPU 5 running hot.
-STEADY, HOT = 120, 480
+STEADY, HOT = 100, 480
 
 
 @cache

@@ -29,8 +29,8 @@ Story (tick = 1 s):
 | 0-30    | warm-up  | checkpoint read from disk (IO pressure; copies alone: util ~5, GPM        |
 |         |          | gr_active 0, PCIe RX ~1 GB/s), memory ramps to ~62-71 GiB per rank,       |
 |         |          | the DataLoader workers appear, util ramps up from the first step at 13    |
-| 30-200  | steady   | util 97-100, ~690 W power-capped, SM ~1400 MHz, NVLink bursts             |
-| 200-330 | starved  | data-loader starvation: util sawtooth (mean ~45), gr_active low, ~370 W,  |
+| 30-130  | steady   | util 97-100, ~690 W power-capped, SM ~1400 MHz, NVLink bursts             |
+| 130-330 | starved  | data-loader starvation: util sawtooth (mean ~45), gr_active low, ~370 W,  |
 |         |          | all 48 DataLoader workers at ~100 % CPU, cap only during compute bursts   |
 | 330-450 | steady   | as before                                                                 |
 | 450-520 | hot      | GPU 5 cooling degrades: 86-88 C, margin ~0, `sw_thermal`, SM ~1100 MHz;   |
@@ -79,7 +79,7 @@ N_GPUS = 8
 MiB = 1 << 20
 GiB = 1 << 30
 
-PHASES = ((0, "warmup"), (30, "steady"), (200, "starved"), (330, "steady"), (450, "hot"),
+PHASES = ((0, "warmup"), (30, "steady"), (130, "starved"), (330, "steady"), (450, "hot"),
           (520, "leak"))
 HOT_GPU, LEAK_GPU, FLAKY_GPU, FLAKY_LINK = 5, 2, 6, 11
 

@@ -40,14 +40,15 @@ class Shot:
     history: int = 90  # ticks played before `tick`, so the history graphs are full
 
 
-# The demo's story: steady training to tick 200, data-loader starvation 200-330, GPU 5 running
-# hot 450-520.
+# The demo's story: steady training, the input pipeline starving every GPU (ticks 130-330; the
+# finding opens after its 2 min `for`), GPU 5 running hot and straggling (450-560), GPU 2's memory
+# growing at the end. The diagnostics engine runs over every tick up to the shot, as it does live.
 SHOTS = (
-    Shot("dashboard-120x40", (120, 40), 480),
-    Shot("dashboard-80x24", (80, 24), 480),
-    Shot("detail-120x40", (120, 40), 480, ("tab", *["right"] * 5, "d")),
-    Shot("topology-120x40", (120, 40), 480, ("t",)),
-    Shot("starved-workers-120x40", (120, 40), 260, ("s",) * 6 + ("e",)),
+    Shot("dashboard-120x40", (120, 40), 530),
+    Shot("dashboard-80x24", (80, 24), 530),
+    Shot("detail-120x40", (120, 40), 500, ("tab", *["right"] * 5, "d")),
+    Shot("topology-120x40", (120, 40), 530, ("t",)),
+    Shot("starved-workers-120x50", (120, 50), 300, ("s",) * 6 + ("e",)),
 )
 
 
@@ -75,6 +76,17 @@ def align_to_cells(svg: str) -> str:
     return re.sub(r"<text([^>]*)>([^<]*)</text>", place, svg)
 
 
+def findings_at(snapshots: list, tick: int) -> list:  # type: ignore[type-arg]
+    """The Findings open at `tick`, from the engine run over the recording up to it."""
+    from gputop.diagnose import default_engine
+
+    engine = default_engine()
+    found: list = []  # type: ignore[type-arg]
+    for snap in snapshots[:tick + 1]:
+        found = engine.update(snap)
+    return found
+
+
 async def render(shot: Shot, snapshots: list) -> str:  # type: ignore[type-arg]
     from gputop.ui import GputopApp
 
@@ -84,6 +96,7 @@ async def render(shot: Shot, snapshots: list) -> str:  # type: ignore[type-arg]
     async with app.run_test(size=shot.size) as pilot:
         for snap in played:
             app.apply_snapshot(snap)
+        app.set_findings(findings_at(snapshots, shot.tick))
         await pilot.pause()
         await pilot.press(*shot.keys)
         await pilot.pause()

@@ -20,7 +20,17 @@ from typing import IO, Any
 
 from gputop import __version__
 from gputop.errors import RecordingError
-from gputop.model import Snapshot
+from gputop.model import (
+    SCHEMA,
+    DeviceSample,
+    HostSample,
+    LinkSample,
+    ProcessSample,
+    Snapshot,
+    SystemInfo,
+    Topology,
+    from_dict,
+)
 
 FORMAT = "gputop-recording"
 VERSION = 1
@@ -51,10 +61,55 @@ def to_record(snap: Snapshot) -> dict[str, Any]:
 
 
 def from_record(d: Mapping[str, Any]) -> Snapshot:
-    plain = dict(d)
-    for name in _KEYED:
-        plain[name] = list((d.get(name) or {}).values())
-    return Snapshot.from_dict(plain)
+    return SnapshotDecoder().decode(d)
+
+
+_PARTS: dict[str, type] = {"system": SystemInfo, "host": HostSample, "topology": Topology,
+                           "devices": DeviceSample, "processes": ProcessSample,
+                           "links": LinkSample}
+
+
+class SnapshotDecoder:
+    """Turns consecutive ticks in record form into Snapshots, reusing what did not change.
+
+    A merge patch copies only the objects it changes, so a part of this tick's record that is the
+    very object it was last tick (the system facts, the topology, an idle link, a process whose
+    numbers held still) is decoded once and shared: fewer objects to build and to keep."""
+
+    def __init__(self) -> None:
+        self._prev: dict[tuple[str, str], tuple[object, object]] = {}
+
+    def decode(self, d: Mapping[str, Any]) -> Snapshot:
+        schema = d.get("schema", SCHEMA)
+        if not isinstance(schema, str) or not schema.startswith("gputop.snapshot/"):
+            raise ValueError(f"not a gputop snapshot (schema {schema!r})")
+        prev, seen = self._prev, {}
+        rest: dict[str, Any] = {}
+        parts: dict[str, Any] = {}
+        for name, v in d.items():
+            cls = _PARTS.get(name)
+            if cls is None:
+                rest[name] = v
+            elif v is None:
+                parts[name] = () if name in _KEYED else None
+            elif name in _KEYED:
+                if not isinstance(v, dict):
+                    raise TypeError(f"{name} is a {type(v).__name__}, not an object")
+                items = []
+                for key, rec in v.items():
+                    tag = (name, key)
+                    old = prev.get(tag)
+                    obj = old[1] if old is not None and old[0] is rec else from_dict(cls, rec)
+                    seen[tag] = (rec, obj)
+                    items.append(obj)
+                parts[name] = tuple(items)
+            else:
+                old = prev.get((name, ""))
+                obj = old[1] if old is not None and old[0] is v else from_dict(cls, v)
+                seen[(name, "")] = (v, obj)
+                parts[name] = obj
+        self._prev = seen
+        return from_dict(Snapshot, rest, parts)
 
 
 def diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
@@ -286,9 +341,10 @@ class RecordingReader:
             self._f.close()
 
     def decoded(self, states: Iterator[dict[str, Any]]) -> Iterator[Snapshot]:
+        decoder = SnapshotDecoder()
         for n, state in enumerate(states, 1):
             try:
-                snap = from_record(state)
+                snap = decoder.decode(state)
             except (ValueError, KeyError, TypeError) as e:
                 self.warning = f"{self.path}: tick {n} is damaged ({e}); read up to it"
                 return

@@ -27,7 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gputop",
         description="A live terminal GPU monitor for people who train models.",
         epilog="Without a terminal on stdout, gputop prints one snapshot (as --once) and exits. "
-               "Commands: gputop replay FILE | report FILE | import -o OUT FILES | plan ...",
+               "Commands: gputop replay FILE | report FILE | import -o OUT FILES | plan ... | "
+               "serve [--metrics ADDR:PORT]",
     )
     p.add_argument("--version", action="version", version=f"gputop {__version__}")
     p.add_argument("--once", action="store_true", help="print one snapshot as a table and exit")
@@ -356,6 +357,10 @@ def _subcommand(name: str) -> Callable[[Sequence[str]], int] | None:
         from gputop.plan import main as plan_main
 
         return plan_main
+    if name == "serve":
+        from gputop.export.serve import main as serve_main
+
+        return serve_main
     return None
 
 
@@ -366,7 +371,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             command = _subcommand(argv[0])
             if command is None:
                 print(f"gputop: unknown command {argv[0]!r} (commands: replay, report, import, "
-                      "plan; see gputop --help)", file=sys.stderr)
+                      "plan, serve; see gputop --help)", file=sys.stderr)
                 return 2
             return command(argv[1:])
         return _main(argv)

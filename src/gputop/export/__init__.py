@@ -1,0 +1,1 @@
+"""Snapshots leaving gputop for other tools: Prometheus metrics (`gputop serve`)."""

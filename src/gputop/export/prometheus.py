@@ -1,0 +1,521 @@
+"""Snapshots as Prometheus metrics, without a server: an `ExportState` in, metric families out.
+
+GPU fields keep dcgm-exporter's names, types, units and labels (docs/metrics.md), so dashboards
+built for dcgm-exporter read gputop unchanged; processes, Findings and the host get `gputop_`
+metrics. A field that is `Missing` has no series: "unknown" is never exported as 0.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
+from prometheus_client.utils import floatToGoString
+
+from gputop.diagnose.engine import SEVERITIES, Finding
+from gputop.model import THROTTLE, DeviceSample, LinkSample, Missing, ProcessSample, Snapshot
+from gputop.safetext import printable
+from gputop.sources.nvml import REASON_BITS
+
+MIB = 1 << 20
+COMMAND_MAX = 64  # characters of a process name kept in the `command` label
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+GAUGE, COUNTER = "gauge", "counter"
+
+Number = float | int
+
+
+@dataclass(frozen=True)
+class ExportState:
+    """What one scrape reads: the latest snapshot and what the exporter knows of its polls."""
+
+    snapshot: Snapshot | None = None
+    findings: Sequence[Finding] = ()  # open now
+    findings_opened: Mapping[str, int] = field(default_factory=dict)  # severity -> since start
+    hostname: str = ""  # the `Hostname` label; empty: the snapshot's host
+    polled_at: float | None = None  # wall clock when the latest snapshot was taken in
+    poll_seconds: float | None = None
+    poll_errors: int = 0
+    ok: bool = False  # the latest poll succeeded
+    stale_after: float = 15.0  # seconds after which the snapshot is too old to export
+
+
+def hostname(state: ExportState) -> str:
+    snap = state.snapshot
+    if state.hostname or snap is None:
+        return state.hostname
+    return snap.host.hostname or snap.system.hostname
+
+
+class SnapshotCollector(Collector):
+    """A prometheus_client collector over the latest state `source` returns. It never polls: a
+    scrape costs what turning one snapshot into text costs, however often it comes."""
+
+    def __init__(self, source: Callable[[], ExportState],
+                 clock: Callable[[], float] = time.time) -> None:
+        self._source = source
+        self._clock = clock
+
+    def collect(self) -> Iterator[Metric]:
+        yield from families(self._source(), self._clock())
+
+
+def families(state: ExportState, now: float) -> list[Metric]:
+    """Every metric family for `state` at wall-clock time `now`."""
+    out = _Families()
+    host = hostname(state)
+    snap = state.snapshot
+    fresh = (snap is not None and state.polled_at is not None
+             and now - state.polled_at <= state.stale_after)
+    _exporter(out, state, host, up=fresh and state.ok)
+    if fresh and snap is not None:
+        _devices(out, snap, host)
+        _processes(out, snap, host)
+        _findings(out, state, host)
+        _host(out, snap, host)
+    return out.metrics()
+
+
+# ----------------------------------------------------------------------------------------------
+# Text exposition
+
+
+def exposition(metrics: Iterable[Metric]) -> bytes:
+    """Prometheus text format 0.0.4, as dcgm-exporter serves it. Unlike prometheus_client's
+    `generate_latest`, a counter's HELP and TYPE lines name its samples: DCGM's counters
+    (`DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`) have no `_total` suffix, and a TYPE line naming
+    another metric would leave them untyped. Labels keep the order they were added in."""
+    out: list[str] = []
+    for m in metrics:
+        if not m.samples:
+            continue
+        name = m.name
+        if m.type == COUNTER and any(s.name == name + "_total" for s in m.samples):
+            name += "_total"
+        typ = "untyped" if m.type == "unknown" else m.type
+        doc = m.documentation.replace("\\", r"\\").replace("\n", r"\n")
+        out.append(f"# HELP {name} {doc}\n# TYPE {name} {typ}\n")
+        for s in m.samples:
+            if s.labels:
+                pairs = ",".join(f'{k}="{_escape(v)}"' for k, v in s.labels.items())
+                out.append(f"{s.name}{{{pairs}}} {_number(s.value)}\n")
+            else:
+                out.append(f"{s.name} {_number(s.value)}\n")
+    return "".join(out).encode("utf-8")
+
+
+def _escape(v: str) -> str:
+    if "\\" in v or '"' in v or "\n" in v:
+        return v.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+    return v
+
+
+def _number(v: Number) -> str:
+    return str(v) if isinstance(v, int) else floatToGoString(v)
+
+
+class _Families:
+    """Metric families in the order first seen; a name with no sample is never written."""
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, Metric] = {}
+
+    def add(self, name: str, typ: str, doc: str, labels: dict[str, str],
+            value: Number | None) -> None:
+        if value is None:
+            return
+        m = self._by_name.get(name)
+        if m is None:
+            # prometheus_client names a counter family without its `_total`.
+            family = name[:-6] if typ == COUNTER and name.endswith("_total") else name
+            m = self._by_name[name] = Metric(family, doc, typ)
+        m.samples.append(Sample(name, labels, value))
+
+    def metrics(self) -> list[Metric]:
+        return list(self._by_name.values())
+
+
+# ----------------------------------------------------------------------------------------------
+# DCGM-compatible GPU metrics
+
+
+def _v(x: Any) -> Number | None:
+    """A field's value as a number; None where it is Missing."""
+    if x is None or isinstance(x, Missing):
+        return None
+    if isinstance(x, bool):
+        return int(x)
+    return x  # type: ignore[no-any-return]
+
+
+def _mib(x: Any) -> int | None:
+    return None if x is None or isinstance(x, Missing) else int(x) // MIB
+
+
+def _ratio(x: Any) -> float | None:
+    return None if x is None or isinstance(x, Missing) else x / 100.0
+
+
+_BIT = {name: bit for bit, name in REASON_BITS.items()}
+
+
+def _reasons_mask(d: DeviceSample) -> int | None:
+    if isinstance(d.throttle, Missing):
+        return None
+    return sum(_BIT.get(r, 0) for r in set(d.throttle))  # AMD-only reasons have no NVML bit
+
+
+def _violation(*reasons: str) -> Callable[[DeviceSample], int | None]:
+    """A DCGM violation counter (ns) from gputop's cumulative seconds per reason."""
+
+    def get(d: DeviceSample) -> int | None:
+        t = d.throttle_time
+        if isinstance(t, Missing):
+            return None
+        got = [t[r] for r in reasons if r in t]
+        return round(sum(got) * 1e9) if got else None
+
+    return get
+
+
+def _fb_used_ratio(d: DeviceSample) -> float | None:
+    used, total = _v(d.mem_used), _v(d.mem_total)
+    if used is None or total is None:
+        return None
+    room = total - (_v(d.mem_reserved) or 0)  # DCGM: used / (total - reserved)
+    return used / room if room > 0 else None
+
+
+def _energy_mj(d: DeviceSample) -> int | None:
+    e = _v(d.energy_j)
+    return None if e is None else round(e * 1000)
+
+
+Getter = Callable[[DeviceSample], Number | None]
+
+# (name, type, help, value). Help texts follow dcgm-exporter's CSVs where it has the field.
+DEVICE_METRICS: tuple[tuple[str, str, str, Getter], ...] = (
+    ("DCGM_FI_DEV_SM_CLOCK", GAUGE, "SM clock frequency (in MHz).", lambda d: _v(d.clock_sm)),
+    ("DCGM_FI_DEV_MEM_CLOCK", GAUGE, "Memory clock frequency (in MHz).",
+     lambda d: _v(d.clock_mem)),
+    ("DCGM_FI_DEV_MAX_SM_CLOCK", GAUGE, "Maximum supported SM clock (in MHz).",
+     lambda d: _v(d.clock_sm_max)),
+    ("DCGM_FI_DEV_MAX_MEM_CLOCK", GAUGE, "Maximum supported memory clock (in MHz).",
+     lambda d: _v(d.clock_mem_max)),
+    ("DCGM_FI_DEV_MEMORY_TEMP", GAUGE, "Memory temperature (in C).", lambda d: _v(d.temp_mem)),
+    ("DCGM_FI_DEV_GPU_TEMP", GAUGE, "GPU temperature (in C).", lambda d: _v(d.temp_gpu)),
+    ("DCGM_FI_DEV_SLOWDOWN_TEMP", GAUGE, "Slowdown temperature (in C).",
+     lambda d: _v(d.temp_slowdown)),
+    ("DCGM_FI_DEV_SHUTDOWN_TEMP", GAUGE, "Shutdown temperature (in C).",
+     lambda d: _v(d.temp_shutdown)),
+    ("DCGM_FI_DEV_GPU_MAX_OP_TEMP", GAUGE, "Maximum operating temperature (in C).",
+     lambda d: _v(d.temp_max_operating)),
+    ("DCGM_FI_DEV_GPU_TEMP_LIMIT", GAUGE,
+     "Thermal margin: degrees left before the nearest slowdown threshold (in C).",
+     lambda d: _v(d.temp_margin)),
+    ("DCGM_FI_DEV_POWER_USAGE", GAUGE, "Power draw (in W).", lambda d: _v(d.power_draw)),
+    ("DCGM_FI_DEV_ENFORCED_POWER_LIMIT", GAUGE, "Enforced power limit (in W).",
+     lambda d: _v(d.power_limit)),
+    ("DCGM_FI_DEV_POWER_MGMT_LIMIT_DEF", GAUGE, "Default power management limit (in W).",
+     lambda d: _v(d.power_default_limit)),
+    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", COUNTER,
+     "Total energy consumption since boot (in mJ).", _energy_mj),
+    ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", COUNTER, "Total number of PCIe retries.",
+     lambda d: _v(d.pcie_replays)),
+    ("DCGM_FI_PROF_PCIE_TX_BYTES", GAUGE,
+     "The rate of data transmitted over the PCIe bus (in bytes per second).",
+     lambda d: _v(d.pcie_tx)),
+    ("DCGM_FI_PROF_PCIE_RX_BYTES", GAUGE,
+     "The rate of data received over the PCIe bus (in bytes per second).",
+     lambda d: _v(d.pcie_rx)),
+    ("DCGM_FI_DEV_PCIE_LINK_GEN", GAUGE, "PCIe current link generation.",
+     lambda d: _v(d.pcie_gen)),
+    ("DCGM_FI_DEV_PCIE_LINK_WIDTH", GAUGE, "PCIe current link width (lanes).",
+     lambda d: _v(d.pcie_width)),
+    ("DCGM_FI_DEV_PCIE_MAX_LINK_GEN", GAUGE, "PCIe maximum link generation.",
+     lambda d: _v(d.pcie_gen_max)),
+    ("DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH", GAUGE, "PCIe maximum link width (lanes).",
+     lambda d: _v(d.pcie_width_max)),
+    ("DCGM_FI_DEV_GPU_UTIL", GAUGE, "GPU utilization (in %).", lambda d: _v(d.util_gpu)),
+    ("DCGM_FI_DEV_MEM_COPY_UTIL", GAUGE, "Memory utilization (in %).",
+     lambda d: _v(d.util_mem)),
+    ("DCGM_FI_DEV_ENC_UTIL", GAUGE, "Encoder utilization (in %).", lambda d: _v(d.enc_util)),
+    ("DCGM_FI_DEV_DEC_UTIL", GAUGE, "Decoder utilization (in %).", lambda d: _v(d.dec_util)),
+    ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", GAUGE,
+     "Current clock event reasons (bitmask of NVML clocks event reasons).", _reasons_mask),
+    ("DCGM_FI_DEV_POWER_VIOLATION", COUNTER,
+     "Throttling duration due to power constraints (in ns).", _violation("sw_power_cap")),
+    ("DCGM_FI_DEV_THERMAL_VIOLATION", COUNTER,
+     "Throttling duration due to thermal constraints (in ns).",
+     _violation("sw_thermal", "hw_thermal")),
+    ("DCGM_FI_DEV_SYNC_BOOST_VIOLATION", COUNTER,
+     "Throttling duration due to sync-boost constraints (in ns).", _violation("sync_boost")),
+    ("DCGM_FI_DEV_FB_TOTAL", GAUGE, "Framebuffer memory total (in MiB).",
+     lambda d: _mib(d.mem_total)),
+    ("DCGM_FI_DEV_FB_FREE", GAUGE, "Framebuffer memory free (in MiB).",
+     lambda d: _mib(d.mem_free)),
+    ("DCGM_FI_DEV_FB_USED", GAUGE, "Framebuffer memory used (in MiB).",
+     lambda d: _mib(d.mem_used)),
+    ("DCGM_FI_DEV_FB_RESERVED", GAUGE, "Framebuffer memory reserved (in MiB).",
+     lambda d: _mib(d.mem_reserved)),
+    ("DCGM_FI_DEV_FB_USED_PERCENT", GAUGE,
+     "Framebuffer used / (total - reserved), a ratio 0.0-1.0.", _fb_used_ratio),
+    ("DCGM_FI_DEV_PSTATE", GAUGE, "Performance state (P-State) 0-15, 0 is the highest.",
+     lambda d: _v(d.pstate)),
+    ("DCGM_FI_DEV_FAN_SPEED", GAUGE, "Fan speed (in %).", lambda d: _v(d.fan)),
+    ("DCGM_FI_DEV_PERSISTENCE_MODE", GAUGE, "Persistence mode (1 enabled).",
+     lambda d: _v(d.persistence_mode)),
+    ("DCGM_FI_DEV_ECC_CURRENT", GAUGE, "Current ECC mode (1 enabled).",
+     lambda d: _v(d.ecc_enabled)),
+    ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", COUNTER,
+     "Total number of single-bit volatile ECC errors.", lambda d: _v(d.ecc_corrected)),
+    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", COUNTER,
+     "Total number of double-bit volatile ECC errors.", lambda d: _v(d.ecc_uncorrected)),
+    ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", COUNTER,
+     "Number of remapped rows for uncorrectable errors", lambda d: _v(d.remapped_uncorrected)),
+    ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", COUNTER,
+     "Number of remapped rows for correctable errors", lambda d: _v(d.remapped_corrected)),
+    ("DCGM_FI_DEV_ROW_REMAP_FAILURE", GAUGE, "Whether remapping of rows has failed",
+     lambda d: _v(d.remap_failed)),
+    ("DCGM_FI_DEV_ROW_REMAP_PENDING", GAUGE, "Whether remapping of rows is pending",
+     lambda d: _v(d.remap_pending)),
+    ("DCGM_FI_DEV_MIG_MODE", GAUGE, "MIG mode (1 enabled).", lambda d: _v(d.mig_enabled)),
+    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", GAUGE, "Ratio of time the graphics engine is active.",
+     lambda d: _ratio(d.gr_active)),
+    ("DCGM_FI_PROF_SM_ACTIVE", GAUGE, "The ratio of cycles an SM has at least 1 warp assigned.",
+     lambda d: _ratio(d.sm_active)),
+    ("DCGM_FI_PROF_SM_OCCUPANCY", GAUGE, "The ratio of number of warps resident on an SM.",
+     lambda d: _ratio(d.sm_occupancy)),
+    ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", GAUGE, "Ratio of cycles the tensor (HMMA) pipe is active.",
+     lambda d: _ratio(d.tensor_active)),
+    ("DCGM_FI_PROF_DRAM_ACTIVE", GAUGE,
+     "Ratio of cycles the device memory interface is active sending or receiving data.",
+     lambda d: _ratio(d.dram_active)),
+)
+
+# On a GPU with MIG on, these are exported per MIG instance instead of for the whole GPU.
+MIG_METRICS: dict[str, Callable[[Any], Number | None]] = {
+    "DCGM_FI_DEV_FB_TOTAL": lambda m: _mib(m.mem_total),
+    "DCGM_FI_DEV_FB_USED": lambda m: _mib(m.mem_used),
+    "DCGM_FI_DEV_FB_FREE": lambda m: (None if _v(m.mem_total) is None or _v(m.mem_used) is None
+                                      else (m.mem_total - m.mem_used) // MIB),
+    "DCGM_FI_PROF_SM_ACTIVE": lambda m: _ratio(m.sm_active),
+}
+
+NVLINK_ERRORS = (
+    ("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "crc_flit",
+     "Total number of NVLink flow-control CRC errors."),
+    ("DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", "crc_data",
+     "Total number of NVLink data CRC errors."),
+    ("DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "replay", "Total number of NVLink retries."),
+    ("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "recovery",
+     "Total number of NVLink recovery errors."),
+)
+
+
+def gpu_labels(d: DeviceSample, host: str, driver: str) -> dict[str, str]:
+    """dcgm-exporter's labels for one GPU, in its order."""
+    return {"gpu": str(d.index), "UUID": printable(d.uuid), "pci_bus_id": printable(d.pci_bus_id),
+            "device": f"{d.vendor}{d.index}", "modelName": printable(d.name), "Hostname": host,
+            "DCGM_FI_DRIVER_VERSION": driver}
+
+
+def _mig_labels(base: dict[str, str], mig: Any) -> dict[str, str]:
+    labels = {k: v for k, v in base.items() if k not in ("Hostname", "DCGM_FI_DRIVER_VERSION")}
+    name = mig.name if isinstance(mig.name, str) else ""
+    _, _, profile = name.partition("MIG ")  # "NVIDIA H100 80GB HBM3 MIG 1g.10gb"
+    labels["GPU_I_PROFILE"] = printable(profile.strip())
+    labels["GPU_I_ID"] = str(mig.gpu_instance)
+    labels["Hostname"] = base["Hostname"]
+    labels["DCGM_FI_DRIVER_VERSION"] = base["DCGM_FI_DRIVER_VERSION"]
+    return labels
+
+
+def _devices(out: _Families, snap: Snapshot, host: str) -> None:
+    driver = snap.system.driver_version
+    driver = printable(driver) if isinstance(driver, str) else ""
+    links = _link_totals(snap.links)
+    for d in snap.devices:
+        labels = gpu_labels(d, host, driver)
+        out.add("gputop_gpu_lost", GAUGE, "1 when the GPU has fallen off the bus.", labels,
+                int(d.lost is not None))
+        if d.lost is not None:
+            continue
+        migs = [(m, _mig_labels(labels, m)) for m in d.mig_devices]
+        for name, typ, doc, get in DEVICE_METRICS:
+            if migs and name in MIG_METRICS:
+                for m, mlabels in migs:
+                    out.add(name, typ, doc, mlabels, MIG_METRICS[name](m))
+            else:
+                out.add(name, typ, doc, labels, get(d))
+        _nvlink(out, links.get(d.index), labels)
+        _clock_events(out, d, labels)
+
+
+def _link_totals(links: Sequence[LinkSample]) -> dict[int, dict[str, float]]:
+    """Per GPU: rx and tx rates and error counts summed over the links that reported them."""
+    out: dict[int, dict[str, float]] = {}
+    for lk in links:
+        t = out.setdefault(lk.device_index, {})
+        for key in ("rx", "tx"):
+            v = getattr(lk, key)
+            if not isinstance(v, Missing):
+                t[key] = t.get(key, 0.0) + v
+        if not isinstance(lk.errors, Missing):
+            for key, n in lk.errors.items():
+                t["err." + key] = t.get("err." + key, 0) + n
+    return out
+
+
+def _nvlink(out: _Families, t: dict[str, float] | None, labels: dict[str, str]) -> None:
+    if not t:
+        return
+    rx, tx = t.get("rx"), t.get("tx")
+    out.add("DCGM_FI_PROF_NVLINK_TX_BYTES", GAUGE,
+            "The rate of data transmitted over NVLink (in bytes per second).", labels, tx)
+    out.add("DCGM_FI_PROF_NVLINK_RX_BYTES", GAUGE,
+            "The rate of data received over NVLink (in bytes per second).", labels, rx)
+    if rx is not None or tx is not None:
+        # DCGM's own arithmetic: KiB/s divided by 1000, receive and transmit together.
+        out.add("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", GAUGE,
+                "Total NVLink bandwidth for all lanes, RX + TX (in MB/s, KiB/s / 1000).",
+                labels, ((rx or 0.0) + (tx or 0.0)) / 1024 / 1000)
+    for name, key, doc in NVLINK_ERRORS:
+        n = t.get("err." + key)
+        out.add(name, COUNTER, doc, labels, None if n is None else int(n))
+
+
+def _clock_events(out: _Families, d: DeviceSample, labels: dict[str, str]) -> None:
+    if not isinstance(d.throttle, Missing):
+        active = set(d.throttle)
+        for reason in THROTTLE:
+            out.add("gputop_clock_event_active", GAUGE,
+                    "1 while this clock event reason (throttle) holds the GPU's clocks down.",
+                    {**labels, "reason": reason}, int(reason in active))
+    if not isinstance(d.throttle_time, Missing):
+        for reason, seconds in d.throttle_time.items():
+            out.add("gputop_clock_event_seconds_total", COUNTER,
+                    "Time the clocks were held down for this reason, since driver load (s).",
+                    {**labels, "reason": printable(reason)}, seconds)
+
+
+# ----------------------------------------------------------------------------------------------
+# gputop's own metrics
+
+
+def _exporter(out: _Families, state: ExportState, host: str, *, up: bool) -> None:
+    node = {"Hostname": host}
+    out.add("gputop_up", GAUGE,
+            "1 when gputop's latest poll succeeded and is recent enough to export.", node,
+            int(up))
+    snap = state.snapshot
+    if snap is not None:
+        out.add("gputop_last_poll_timestamp_seconds", GAUGE,
+                "When the latest snapshot was taken (epoch seconds).", node, snap.time)
+        s = snap.system
+        out.add("gputop_info", GAUGE, "gputop and the GPU software it reads.",
+                {**node, "version": printable(s.gputop_version),
+                 "driver_version": _text(s.driver_version),
+                 "cuda_version": _text(s.cuda_version),
+                 "backends": printable(",".join(s.backends))}, 1)
+    out.add("gputop_poll_duration_seconds", GAUGE,
+            "How long the latest poll and its diagnostics took (s).", node, state.poll_seconds)
+    out.add("gputop_poll_errors_total", COUNTER, "Polls that failed since the exporter started.",
+            node, state.poll_errors)
+
+
+def _text(v: Any) -> str:
+    return printable(v) if isinstance(v, str) else ""
+
+
+def command(p: ProcessSample) -> str:
+    """The `command` label: the process name, made printable and cut to COMMAND_MAX."""
+    name = p.name if isinstance(p.name, str) else ""
+    if not name and not isinstance(p.cmdline, Missing) and p.cmdline:
+        name = p.cmdline[0].rsplit("/", 1)[-1]
+    name = printable(name)
+    return name if len(name) <= COMMAND_MAX else name[:COMMAND_MAX - 1] + "…"
+
+
+def process_labels(p: ProcessSample, uuid: str, host: str) -> dict[str, str]:
+    job = p.job
+    container = pod = namespace = hpc_job = ""
+    if job is not None:
+        container = printable((job.container_id or "")[:12])
+        pod = printable(job.pod_name or "")
+        namespace = printable(job.pod_namespace or "")
+        hpc_job = printable(job.slurm_job_id or "")
+    return {"gpu": str(p.device_index), "UUID": uuid, "Hostname": host, "pid": str(p.pid),
+            "command": command(p), "user": _text(p.user), "container": container, "pod": pod,
+            "namespace": namespace, "hpc_job": hpc_job}
+
+
+def _processes(out: _Families, snap: Snapshot, host: str) -> None:
+    uuids = {d.index: printable(d.uuid) for d in snap.devices}
+    seen: set[tuple[int, int]] = set()
+    for p in snap.processes:
+        if (p.device_index, p.pid) in seen:
+            continue
+        seen.add((p.device_index, p.pid))
+        labels = process_labels(p, uuids.get(p.device_index, ""), host)
+        out.add("gputop_process_gpu_memory_bytes", GAUGE,
+                "GPU memory a process holds on this GPU (bytes).", labels, _v(p.gpu_mem))
+        out.add("gputop_process_sm_utilization_percent", GAUGE,
+                "Share of time a kernel of this process ran on this GPU's SMs (in %).", labels,
+                _v(p.sm_util))
+        out.add("gputop_process_cpu_percent", GAUGE,
+                "Host CPU the process uses (in % of one core).", labels, _v(p.cpu_percent))
+
+
+def _findings(out: _Families, state: ExportState, host: str) -> None:
+    counts = dict.fromkeys(SEVERITIES, 0)
+    seen: set[tuple[str, ...]] = set()
+    for f in state.findings:
+        if not f.open:
+            continue
+        counts[f.severity] = counts.get(f.severity, 0) + 1
+        labels = {"id": printable(f.id), "severity": f.severity,
+                  "gpu": "" if f.device is None else str(f.device),
+                  "pid": "" if f.pid is None else str(f.pid), "Hostname": host}
+        key = tuple(labels.values())
+        if key in seen:
+            continue
+        seen.add(key)
+        out.add("gputop_finding_open", GAUGE,
+                "1 while a Finding of gputop's diagnostics is open.", labels, 1)
+    for severity, n in counts.items():
+        out.add("gputop_findings_open", GAUGE, "Findings open now, by severity.",
+                {"severity": severity, "Hostname": host}, n)
+    for severity in counts:
+        out.add("gputop_findings_total", COUNTER,
+                "Findings opened since the exporter started, by severity.",
+                {"severity": severity, "Hostname": host},
+                state.findings_opened.get(severity, 0))
+
+
+def _host(out: _Families, snap: Snapshot, host: str) -> None:
+    h = snap.host
+    node = {"Hostname": host}
+    out.add("gputop_host_cpu_percent", GAUGE, "Host CPU busy, all cores (in %).", node,
+            _v(h.cpu_percent))
+    out.add("gputop_host_cpu_count", GAUGE, "Host logical CPUs.", node, h.cpu_count or None)
+    out.add("gputop_host_iowait_percent", GAUGE, "Host CPU time waiting for I/O (in %).", node,
+            _v(h.iowait_percent))
+    if not isinstance(h.load_avg, Missing):
+        for name, v in zip(("load1", "load5", "load15"), h.load_avg):
+            out.add(f"gputop_host_{name}", GAUGE, f"Host load average ({name[4:]} min).", node, v)
+    for name, doc, v in (("memory_total", "Host memory total", h.mem_total),
+                         ("memory_used", "Host memory used", h.mem_used),
+                         ("memory_available", "Host memory available", h.mem_available),
+                         ("swap_used", "Host swap used", h.swap_used)):
+        out.add(f"gputop_host_{name}_bytes", GAUGE, f"{doc} (bytes).", node, _v(v))
+    for resource, v in (("cpu", h.psi_cpu_some), ("io", h.psi_io_some),
+                        ("memory", h.psi_mem_some)):
+        out.add("gputop_host_pressure_some_percent", GAUGE,
+                "Pressure stall: share of time some task waited on the resource, avg10 (in %).",
+                {**node, "resource": resource}, _v(v))

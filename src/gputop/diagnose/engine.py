@@ -9,14 +9,13 @@ flap. The engine has no clock and does no I/O: time is `Snapshot.time`.
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import math
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gputop.diagnose.window import History
 from gputop.model import Snapshot
 
 SEVERITIES = ("info", "warning", "critical")
@@ -131,7 +130,7 @@ class Engine:
         self.notes: list[str] = [f"{name}: {msg}" for name, msg in broken]
         self._broken_pending = list(broken)  # reported as findings at the first snapshot
         self._span = max((d.window_s for d in self.diagnostics), default=0.0)
-        self._window: deque[Snapshot] = deque()
+        self._window = History()  # the last `_span` seconds of ticks, and what rules read
         # Keyed by the Diagnostic itself, so two plug-ins that chose the same name stay apart.
         self._tracks: dict[tuple[Diagnostic, tuple[str, int | None, int | None]], _Track] = {}
         self._closed: list[Finding] = []
@@ -142,22 +141,20 @@ class Engine:
 
     def update(self, snap: Snapshot) -> list[Finding]:
         """Takes one tick; returns the findings open now."""
-        if self._window and snap.time <= self._window[-1].time:
+        history = self._window
+        if history.times and snap.time <= history.times[-1]:
             return self.open_findings()  # a repeated or out-of-order tick says nothing new
-        self._window.append(snap)
-        while self._window and self._window[0].time < snap.time - self._span:
-            self._window.popleft()
+        history.append(snap)
+        history.forget_before(snap.time - self._span)
         for name, msg in self._broken_pending:
             self._notices.append(_broken(name, msg, snap.time))
         self._broken_pending.clear()
-        window = list(self._window)
-        times = [s.time for s in window]
         for diag in list(self.diagnostics):
             ran = self._ran.get(diag)
             if ran is not None and snap.time - ran < diag.every_s:
                 continue
             self._ran[diag] = snap.time
-            sub = window[bisect.bisect_left(times, snap.time - diag.window_s):]
+            sub = history.since(snap.time - diag.window_s)
             try:
                 conds = list(diag.check(sub))
                 for c in conds:
@@ -231,9 +228,9 @@ class Engine:
     def _drop(self, diag: Diagnostic) -> None:
         for tkey in [k for k in self._tracks if k[0] is diag]:
             track = self._tracks.pop(tkey)
-            if track.finding is not None and self._window:
+            if track.finding is not None and self._window.times:
                 self._closed.append(dataclasses.replace(track.finding,
-                                                        until=self._window[-1].time))
+                                                        until=self._window.times[-1]))
 
     def _notice(self, name: str, message: str, now: float) -> None:
         self.notes.append(f"{name}: {message}")

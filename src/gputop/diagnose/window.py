@@ -1,15 +1,120 @@
-"""Small pure helpers that read series out of a window of Snapshots, for the rules."""
+"""Small pure helpers that read series out of a window of Snapshots, for the rules.
+
+A window is any sequence of Snapshots, oldest first: a plain list in a test. The engine hands
+the rules a `Window` over its history instead, where what a helper reads out of a tick (a
+device's utilization, its clock-event bits...) is read once per tick and shared by every rule
+and every later window that holds the tick: each rule looks at a minute or more of ticks every
+few seconds, and over a day-long recording reading each tick again every time is what costs.
+"""
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, overload
 
 from gputop.model import DeviceSample, Missing, ProcessSample, Snapshot
 
 Point = tuple[float, float]  # (epoch s, value)
+
+
+class History:
+    """The ticks the engine keeps, oldest first, with the values read out of them so far."""
+
+    def __init__(self) -> None:
+        self.snaps: list[Snapshot] = []
+        self.times: list[float] = []
+        # (function, args) -> [function(tick, *args) for the oldest ticks]: a prefix of `snaps`
+        self.columns: dict[tuple[Any, ...], list[Any]] = {}
+
+    def __len__(self) -> int:
+        return len(self.snaps)
+
+    def append(self, snap: Snapshot) -> None:
+        self.snaps.append(snap)
+        self.times.append(snap.time)
+
+    def forget_before(self, t: float) -> None:
+        """Drops the ticks older than `t`."""
+        n = bisect.bisect_left(self.times, t)
+        if not n:
+            return
+        del self.snaps[:n], self.times[:n]
+        for col in self.columns.values():
+            del col[:n]
+
+    def since(self, t: float) -> Window:
+        """The ticks at or after `t`."""
+        return Window(self, bisect.bisect_left(self.times, t), len(self.snaps))
+
+
+class Window(Sequence[Snapshot]):
+    """Consecutive ticks of a `History`, oldest first. Valid while the engine runs one tick."""
+
+    __slots__ = ("_a", "_b", "_h")
+
+    def __init__(self, history: History, start: int, stop: int) -> None:
+        self._h, self._a, self._b = history, start, max(start, stop)
+
+    def __len__(self) -> int:
+        return self._b - self._a
+
+    @overload
+    def __getitem__(self, i: int) -> Snapshot: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Snapshot]: ...
+
+    def __getitem__(self, i: int | slice) -> Snapshot | Sequence[Snapshot]:
+        if isinstance(i, slice):
+            start, stop, step = i.indices(self._b - self._a)
+            if step != 1:
+                return self._h.snaps[self._a:self._b][i]
+            return Window(self._h, self._a + start, self._a + stop)
+        n = self._b - self._a
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("window index out of range")
+        return self._h.snaps[self._a + i]
+
+    def __iter__(self) -> Iterator[Snapshot]:
+        return itertools.islice(self._h.snaps, self._a, self._b)
+
+    def __reversed__(self) -> Iterator[Snapshot]:
+        return reversed(self._h.snaps[self._a:self._b])
+
+    @property
+    def times(self) -> list[float]:
+        return self._h.times[self._a:self._b]
+
+    def since(self, t: float) -> Window:
+        return Window(self._h, bisect.bisect_left(self._h.times, t, self._a, self._b), self._b)
+
+    def column(self, fn: Callable[..., Any], *args: Any) -> list[Any]:
+        key = (fn, *args)
+        col = self._h.columns.get(key)
+        if col is None:
+            col = self._h.columns[key] = []
+        if len(col) < self._b:
+            snaps = self._h.snaps
+            col.extend([fn(s, *args) for s in snaps[len(col):self._b]])
+        return col[self._a:self._b]
+
+
+def column(window: Sequence[Snapshot], fn: Callable[..., Any], *args: Any) -> list[Any]:
+    """`fn(tick, *args)` for each tick of the window. Under the engine each tick is read once,
+    so `fn` must be a pure function of the tick and `args`, and one function serves one purpose."""
+    if isinstance(window, Window):
+        return window.column(fn, *args)
+    return [fn(s, *args) for s in window]
+
+
+def times(window: Sequence[Snapshot]) -> list[float]:
+    return window.times if isinstance(window, Window) else [s.time for s in window]
 
 
 def span(window: Sequence[Snapshot]) -> float:
@@ -21,6 +126,8 @@ def last(window: Sequence[Snapshot], seconds: float) -> Sequence[Snapshot]:
     if not window:
         return window
     t0 = window[-1].time - seconds
+    if isinstance(window, Window):
+        return window.since(t0)
     i = len(window)
     while i > 0 and window[i - 1].time >= t0:
         i -= 1
@@ -55,19 +162,33 @@ def number(v: object) -> float | None:
     return None
 
 
+def _point(s: Snapshot, index: int, name: str) -> Point | None:
+    devs = s.devices  # the rules' inner loop: `device_at` and `number` inlined
+    d = devs[index] if index < len(devs) and devs[index].index == index else s.device(index)
+    if d is None or d.lost is not None:
+        return None
+    v = getattr(d, name)
+    t = type(v)
+    if (t is float and math.isfinite(v)) or t is int:
+        return (s.time, float(v))
+    return None
+
+
+def _value(s: Snapshot, index: int, name: str) -> float | None:
+    p = _point(s, index, name)
+    return None if p is None else p[1]
+
+
 def series(window: Sequence[Snapshot], index: int, name: str) -> list[Point]:
     """(time, value) of one device field, skipping ticks where it is missing."""
-    out = []
-    for s in window:  # the rules' inner loop: `device_at` and `number` inlined
-        devs = s.devices
-        d = devs[index] if index < len(devs) and devs[index].index == index else s.device(index)
-        if d is None or d.lost is not None:
-            continue
-        v = getattr(d, name)
-        t = type(v)
-        if (t is float and math.isfinite(v)) or t is int:
-            out.append((s.time, float(v)))
-    return out
+    col = column(window, _point, index, name)
+    return col if None not in col else [p for p in col if p is not None]
+
+
+def field_values(window: Sequence[Snapshot], index: int, name: str) -> list[float]:
+    """`values(series(...))`, without building the points."""
+    col = column(window, _value, index, name)
+    return col if None not in col else [v for v in col if v is not None]
 
 
 def busy_series(window: Sequence[Snapshot], index: int) -> tuple[str, list[Point]]:
@@ -77,6 +198,14 @@ def busy_series(window: Sequence[Snapshot], index: int) -> tuple[str, list[Point
     if gr and len(gr) * 2 >= len(window):
         return "gr_active", gr
     return "util_gpu", series(window, index, "util_gpu")
+
+
+def busy_values(window: Sequence[Snapshot], index: int) -> tuple[str, list[float]]:
+    """`busy_series` without the times."""
+    gr = field_values(window, index, "gr_active")
+    if gr and len(gr) * 2 >= len(window):
+        return "gr_active", gr
+    return "util_gpu", field_values(window, index, "util_gpu")
 
 
 def values(points: Iterable[Point]) -> list[float]:
@@ -104,43 +233,52 @@ def percentile(xs: Sequence[float], q: float) -> float | None:
 
 def increase(points: Sequence[Point]) -> float:
     """How much a cumulative counter grew; a drop is a reset (driver reload), not a negative."""
+    return growth([v for _, v in points])
+
+
+def growth(vals: Sequence[float]) -> float:
+    """`increase` of the counter's readings alone."""
+    if not vals or vals.count(vals[0]) == len(vals):  # the usual case: it held still
+        return 0.0
     total = 0.0
-    for (_, a), (_, b) in itertools.pairwise(points):
+    for a, b in itertools.pairwise(vals):
         total += b - a if b >= a else b
     return total
 
 
+def _throttle_point(s: Snapshot, index: int, reason: str) -> Point | None:
+    d = device_at(s, index)
+    tt = d.throttle_time if d is not None else None
+    if tt is not None and not isinstance(tt, Missing) and reason in tt:
+        v = number(tt[reason])
+        if v is not None:
+            return (s.time, v)
+    return None
+
+
 def throttle_series(window: Sequence[Snapshot], index: int, reason: str) -> list[Point]:
     """Cumulative seconds of one clock-event reason, where the device counts them."""
-    out = []
-    for s in window:
-        d = device_at(s, index)
-        tt = d.throttle_time if d is not None else None
-        if tt is not None and not isinstance(tt, Missing) and reason in tt:
-            v = number(tt[reason])
-            if v is not None:
-                out.append((s.time, v))
-    return out
+    return [p for p in column(window, _throttle_point, index, reason) if p is not None]
 
 
 def counter_growth(window: Sequence[Snapshot], index: int,
                    reason: str) -> tuple[float, float] | None:
     """(seconds a clock-event counter grew, seconds of window it covers), from its oldest and
     newest readings; a drop between them is a reset (driver reload), counted from zero."""
-    ends = []
-    for ticks in (window, reversed(window)):
-        for s in ticks:
-            d = device_at(s, index)
-            tt = d.throttle_time if d is not None else None
-            if tt is not None and not isinstance(tt, Missing) and reason in tt:
-                v = number(tt[reason])
-                if v is not None:
-                    ends.append((s.time, v))
-                    break
-    if len(ends) < 2 or ends[1][0] <= ends[0][0]:
+    col = column(window, _throttle_point, index, reason)
+    first = next((p for p in col if p is not None), None)
+    if first is None:
         return None
-    (t0, a), (t1, b) = ends
+    (t0, a), (t1, b) = first, next(p for p in reversed(col) if p is not None)
+    if t1 <= t0:
+        return None
     return (b - a if b >= a else b), t1 - t0
+
+
+def _bits(s: Snapshot, index: int) -> tuple[str, ...] | None:
+    """The clock-event bits of a device at a tick; None where it is lost or does not say."""
+    d = device_at(s, index)
+    return None if d is None or isinstance(d.throttle, Missing) else d.throttle
 
 
 def reason_share(window: Sequence[Snapshot], index: int, reason: str) -> float | None:
@@ -149,17 +287,15 @@ def reason_share(window: Sequence[Snapshot], index: int, reason: str) -> float |
     grown = counter_growth(window, index, reason)
     if grown is not None:
         return min(1.0, grown[0] / grown[1])
-    bits = [reason in d.throttle for s in window
-            if (d := device_at(s, index)) is not None and not isinstance(d.throttle, Missing)]
+    bits = [reason in b for b in column(window, _bits, index) if b is not None]
     return sum(bits) / len(bits) if bits else None
 
 
 def bit_run(window: Sequence[Snapshot], index: int, reason: str) -> int:
     """The longest run of consecutive ticks with a clock-event bit set."""
     best = run = 0
-    for s in window:
-        d = device_at(s, index)
-        on = d is not None and not isinstance(d.throttle, Missing) and reason in d.throttle
+    for b in column(window, _bits, index):
+        on = b is not None and reason in b
         run = run + 1 if on else 0
         best = max(best, run)
     return best

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gputop.diagnose.engine import Condition, Diagnostic
-from gputop.diagnose.window import covers, devices, last, mean, series, values
+from gputop.diagnose.window import covers, devices, field_values, last, mean
 from gputop.model import Snapshot
 
 SMOOTH_S = 10.0  # NVML util moves every ~200 ms; a 10 s mean keeps one dip from resetting `for`
@@ -25,10 +25,10 @@ FIX = ("Use pinned memory with non_blocking=True, prefetch to the GPU on a side 
 
 
 def _means(window: Sequence[Snapshot], index: int) -> tuple[float, float, float, float] | None:
-    util = mean(values(series(window, index, "util_gpu")))
-    gr = mean(values(series(window, index, "gr_active")))
-    rx = mean(values(series(window, index, "pcie_rx")))
-    tx = mean(values(series(window, index, "pcie_tx")))
+    util = mean(field_values(window, index, "util_gpu"))
+    gr = mean(field_values(window, index, "gr_active"))
+    rx = mean(field_values(window, index, "pcie_rx"))
+    tx = mean(field_values(window, index, "pcie_tx"))
     if util is None or gr is None or rx is None:
         return None
     return util, gr, rx, tx or 0.0

@@ -9,7 +9,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gputop.diagnose.engine import Condition, Diagnostic
-from gputop.diagnose.window import device_at, increase, last, number, series
+from gputop.diagnose.window import (
+    column,
+    device_at,
+    field_values,
+    growth,
+    increase,
+    last,
+    number,
+    series,
+)
 from gputop.model import DeviceSample, LinkSample, Missing, Snapshot
 
 COUNTER_WINDOW_S = 300.0  # error counters are compared over 5 min, so a slow trickle stays open
@@ -54,7 +63,7 @@ def check_memory_errors(window: Sequence[Snapshot]) -> list[Condition]:
         if _lost(d):
             continue
         gpu = f"GPU{d.index}"
-        new = increase(series(window, d.index, "ecc_uncorrected"))
+        new = growth(field_values(window, d.index, "ecc_uncorrected"))
         if new > 0:
             out.append(Condition(
                 id="ecc.uncorrected", severity="critical", device=d.index,
@@ -92,10 +101,9 @@ def check_pcie(window: Sequence[Snapshot]) -> list[Condition]:
 def _downtrained(window: Sequence[Snapshot], d: DeviceSample) -> list[Condition]:
     """Every loaded tick of the last minute ran below the link's max (an idle link may downshift
     to save power, so idle ticks say nothing)."""
-    loaded = [x for s in window if (x := device_at(s, d.index)) is not None
-              and (number(x.util_gpu) or 0.0) >= PCIE_LOAD]
+    loaded = [below for below in column(window, _loaded_below_max, d.index) if below is not None]
     link = _pcie(d)
-    if len(loaded) < PCIE_MIN_LOADED_TICKS or link is None or not all(map(_below_max, loaded)):
+    if len(loaded) < PCIE_MIN_LOADED_TICKS or link is None or not all(loaded):
         return []
     gen, gen_max, width, width_max = link
     return [Condition(
@@ -117,6 +125,14 @@ def _pcie(d: DeviceSample) -> tuple[float, float, float, float] | None:
     if gen is None or gen_max is None or width is None or width_max is None:
         return None
     return gen, gen_max, width, width_max
+
+
+def _loaded_below_max(s: Snapshot, index: int) -> bool | None:
+    """Whether the link ran below its max at a tick under load; None when not under load."""
+    x = device_at(s, index)
+    if x is None or (number(x.util_gpu) or 0.0) < PCIE_LOAD:
+        return None
+    return _below_max(x)
 
 
 def _below_max(d: DeviceSample) -> bool:
@@ -149,7 +165,8 @@ def check_nvlink(window: Sequence[Snapshot]) -> list[Condition]:
     down: dict[int, list[int]] = {}
     for key, lk in now.items():
         old = first[key]
-        if not isinstance(lk.errors, Missing) and not isinstance(old.errors, Missing):
+        if (old.errors != lk.errors and not isinstance(lk.errors, Missing)
+                and not isinstance(old.errors, Missing)):
             grown = sum(_grown(old.errors.get(c, 0), lk.errors.get(c, 0))
                         for c in NVLINK_COUNTERS)
             if grown:

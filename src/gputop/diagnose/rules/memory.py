@@ -10,11 +10,13 @@ step fits a line poorly (R² at most 0.75 for a step mid-span), so the fit quali
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections.abc import Sequence
 
 from gputop.diagnose.engine import Condition, Diagnostic
 from gputop.diagnose.window import (
-    Point,
+    column,
     command,
     device_at,
     devices,
@@ -22,6 +24,7 @@ from gputop.diagnose.window import (
     linear_fit,
     number,
     series,
+    times,
 )
 from gputop.model import DeviceSample, ProcessSample, Snapshot
 
@@ -57,13 +60,16 @@ def _free(d: DeviceSample) -> float | None:
     return total - used - (number(d.mem_reserved) or 0.0)
 
 
-def _growth(points: list[Point]) -> tuple[float, float, float, float] | None:
-    """(slope B/s, R², growth over the span, span) for the first fit span that shows growth."""
+def _growth(ts: list[float], vs: list[float]) -> tuple[float, float, float, float] | None:
+    """(slope B/s, R², growth over the span, span) for the first fit span that shows growth,
+    over samples at times `ts` (oldest first) of values `vs`."""
     for fit_s in FIT_SPANS_S:
-        if not points or points[-1][0] - points[0][0] < MIN_COVER * fit_s:
+        if not ts or ts[-1] - ts[0] < MIN_COVER * fit_s:
             continue
-        t0 = points[-1][0] - fit_s
-        pts = [p for p in points if p[0] >= t0]
+        i = bisect.bisect_left(ts, ts[-1] - fit_s)
+        if not _may_grow(vs[i:]):
+            continue
+        pts = list(zip(ts[i:], vs[i:]))
         fit = linear_fit(pts)
         if fit is None:
             continue
@@ -74,38 +80,62 @@ def _growth(points: list[Point]) -> tuple[float, float, float, float] | None:
     return None
 
 
-def _process_points(window: Sequence[Snapshot]) -> dict[tuple[int, int], list[Point]]:
-    """(device, pid) -> memory samples once the process is past its first minute."""
-    out: dict[tuple[int, int], list[Point]] = {}
-    born: dict[int, float] = {}
-    for s in window:
-        for p in s.processes:
-            mem = number(p.gpu_mem)
-            if mem is None:
-                continue
-            start = born.setdefault(p.pid, number(p.create_time) or s.time)
-            if s.time - start >= WARMUP_S:
-                out.setdefault((p.device_index, p.pid), []).append((s.time, mem))
-    return out
+def _may_grow(vs: list[float]) -> bool:
+    """False where no straight line through `vs` can grow MIN_GROWTH over their span: the fit's
+    growth is at most the spread of the values times sqrt(n / 2), whatever the times."""
+    if len(vs) < 3:
+        return True  # linear_fit says no
+    return (max(vs) - min(vs)) * math.sqrt(len(vs) / 2) >= MIN_GROWTH / 2  # 2: a safe margin
+
+
+def _memory_at(s: Snapshot, index: int, pid: int) -> float | None:
+    for p in s.processes:
+        if p.pid == pid and p.device_index == index:
+            return number(p.gpu_mem)
+    return None
+
+
+def _process_points(window: Sequence[Snapshot], index: int,
+                    pid: int) -> tuple[list[float], list[float]]:
+    """Times and memory of a process once it is past its first minute."""
+    col = column(window, _memory_born, pid)
+    born = next((b for b in col if b is not None), None)
+    if born is None:
+        return [], []
+    ts = times(window)
+    start = bisect.bisect_left(ts, WARMUP_S, key=lambda t: t - born)
+    mems = column(window, _memory_at, index, pid)[start:]
+    if None not in mems:
+        return ts[start:], mems
+    keep = [i for i, m in enumerate(mems) if m is not None]
+    return [ts[start + i] for i in keep], [mems[i] for i in keep]
+
+
+def _memory_born(s: Snapshot, pid: int) -> float | None:
+    """When the process started, at a tick where it reports its memory on some GPU."""
+    for p in s.processes:
+        if p.pid == pid and number(p.gpu_mem) is not None:
+            return number(p.create_time) or s.time
+    return None
 
 
 def check_growth(window: Sequence[Snapshot]) -> list[Condition]:
     if not window:
         return []
-    points = _process_points(window)
     out = []
     for index in devices(window):
         d = device_at(window[-1], index)
         if d is None:
             continue
         procs = {p.pid: p for p in window[-1].processes_on(index)}
-        by_pid = {pid: points[(index, pid)] for pid in procs if (index, pid) in points}
+        by_pid = {pid: pts for pid in procs if (pts := _process_points(window, index, pid))[0]}
         if not any(number(p.gpu_mem) is not None for p in procs.values()):
-            by_pid = {-1: series(window, index, "mem_used")}  # no per-process memory: the device
-        for pid, pts in by_pid.items():
-            g = _growth(pts)
+            pts = series(window, index, "mem_used")  # no per-process memory: the device's
+            by_pid = {-1: ([t for t, _ in pts], [v for _, v in pts])}
+        for pid, (ts, vs) in by_pid.items():
+            g = _growth(ts, vs)
             if g is not None:
-                out.append(_growth_condition(d, procs.get(pid), pts[-1][1], g))
+                out.append(_growth_condition(d, procs.get(pid), vs[-1], g))
     return out
 
 

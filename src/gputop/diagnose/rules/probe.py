@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from gputop.diagnose.engine import Condition, Diagnostic
 from gputop.diagnose.rules.starvation import FIX as LOADER_FIX
 from gputop.diagnose.window import (
-    busy_series,
+    busy_values,
+    column,
     command,
     device_at,
     gib,
@@ -26,7 +27,6 @@ from gputop.diagnose.window import (
     mean,
     median,
     number,
-    values,
 )
 from gputop.model import ProbeStats, ProcessSample, Snapshot
 
@@ -99,13 +99,17 @@ def _home(snap: Snapshot) -> dict[int, ProcessSample]:
 def _payloads(window: Sequence[Snapshot], pid: int, index: int) -> list[ProbeStats]:
     """The distinct payloads of a process on one GPU over the window, oldest first."""
     out: list[ProbeStats] = []
-    for s in window:
-        for p in s.processes:
-            if p.pid == pid and p.device_index == index and p.probe is not None:
-                if not out or p.probe.ts > out[-1].ts:
-                    out.append(p.probe)
-                break
+    for probe in column(window, _payload, pid, index):
+        if probe is not None and (not out or probe.ts > out[-1].ts):
+            out.append(probe)
     return out
+
+
+def _payload(s: Snapshot, pid: int, index: int) -> ProbeStats | None:
+    for p in s.processes:
+        if p.pid == pid and p.device_index == index and p.probe is not None:
+            return p.probe
+    return None
 
 
 def _who(p: ProcessSample) -> str:
@@ -319,7 +323,7 @@ def check_headroom(window: Sequence[Snapshot]) -> list[Condition]:
         total = number(d.mem_total) if d is not None else None
         if probe is None or not total or probe.steps < MIN_STEPS or not probe.batch_sizes:
             continue
-        busy = mean(values(busy_series(last(window, 60.0), p.device_index)[1]))
+        busy = mean(busy_values(last(window, 60.0), p.device_index)[1])
         if busy is not None and busy >= BUSY_SATURATED:
             continue
         payloads = _payloads(window, p.pid, p.device_index)

@@ -13,11 +13,13 @@ from dataclasses import dataclass, replace
 
 from gputop.diagnose.engine import Condition, Diagnostic
 from gputop.diagnose.window import (
-    busy_series,
+    busy_values,
+    column,
     command,
     covers,
     device_at,
     devices,
+    field_values,
     gib,
     last,
     mean,
@@ -25,7 +27,7 @@ from gputop.diagnose.window import (
     number,
     reason_share,
     series,
-    values,
+    times,
 )
 from gputop.model import ProcessSample, Snapshot
 
@@ -89,14 +91,14 @@ def check(window: Sequence[Snapshot]) -> list[Condition]:
         d = device_at(window[-1], index)
         if d is None or d.mig_enabled is True:
             continue
-        metric, pts = busy_series(recent, index)
-        busy = mean(values(pts))
+        metric, busy_now = busy_values(recent, index)
+        busy = mean(busy_now)
         if busy is None or busy >= LOW_BUSY or _throttled(recent, index):
             continue
         history = _main_process(window, index)
         if history is None:
             continue
-        starved = {t for t, v in pts if v < LOW_BUSY}
+        starved = {t for t, v in series(recent, index, metric) if v < LOW_BUSY}
         at = [(t, p) for t, p in history if t in starved]
         stall = _stall(recent, index, at)
         kind = _classify(stall)
@@ -118,9 +120,10 @@ def _main_process(window: Sequence[Snapshot],
     if NVML says (an idle notebook holding memory on the same GPU is not the one starved)."""
     now = window[-1].time
     by_pid: dict[int, list[tuple[float, ProcessSample]]] = {}
-    for s in last(window, WINDOW_S):
-        for p in s.processes_on(index):
-            by_pid.setdefault(p.pid, []).append((s.time, p))
+    recent = last(window, WINDOW_S)
+    for t, procs in zip(times(recent), column(recent, _processes_on, index)):
+        for p in procs:
+            by_pid.setdefault(p.pid, []).append((t, p))
     current = {p.pid for p in window[-1].processes_on(index)}
     best: tuple[float, float] | None = None
     chosen = None
@@ -141,6 +144,10 @@ def _main_process(window: Sequence[Snapshot],
     return chosen
 
 
+def _processes_on(s: Snapshot, index: int) -> tuple[ProcessSample, ...]:
+    return s.processes_on(index)
+
+
 def _first_seen(window: Sequence[Snapshot], index: int, pid: int) -> float:
     """Where the process start time is unknown (another PID namespace), its first tick here."""
     return next(s.time for s in window if any(p.pid == pid for p in s.processes_on(index)))
@@ -148,27 +155,40 @@ def _first_seen(window: Sequence[Snapshot], index: int, pid: int) -> float:
 
 def _stall(window: Sequence[Snapshot], index: int,
            at: list[tuple[float, ProcessSample]]) -> _Stall:
-    times = {t for t, _ in at}
-    ticks = [s for s in window if s.time in times]
-    worker_meds = [m for _, p in at if p.children
-                   and (m := median([c.cpu_percent for c in p.children])) is not None]
-    io = [max(v for v in (number(s.host.psi_io_some), number(s.host.iowait_percent))
-              if v is not None)
-          for s in ticks if _has_any(s.host.psi_io_some, s.host.iowait_percent)]
-    cores = [min(s.host.cpu_percent_per_core) if s.host.cpu_percent_per_core
-             else number(s.host.cpu_percent) for s in ticks]
+    when = {t for t, _ in at}
+    ts = times(window)
+    pos = {t: i for i, t in enumerate(ts)}
+    workers = column(window, _worker_cpu, index)
+    worker_meds = [m for t, p in at if p.children
+                   and (m := workers[pos[t]].get(p.pid)) is not None]
+    io = [v for t, v in zip(ts, column(window, _io)) if v is not None and t in when]
+    cores = [v for t, v in zip(ts, column(window, _least_busy_core))
+             if v is not None and t in when]
     return _Stall(
         workers=max((len(p.children) for _, p in at), default=0),
         worker_cpu=median(worker_meds),
         main_cpu=median([v for _, p in at if (v := number(p.cpu_percent)) is not None]),
         io=median(io),
-        least_busy_core=median([c for c in cores if c is not None]),
+        least_busy_core=median(cores),
         link_share=None,
     )
 
 
-def _has_any(*vs: object) -> bool:
-    return any(number(v) is not None for v in vs)
+def _worker_cpu(s: Snapshot, index: int) -> dict[int, float | None]:
+    """pid -> the median CPU % of its DataLoader workers, for the processes on the GPU."""
+    return {p.pid: median([c.cpu_percent for c in p.children])
+            for p in reversed(s.processes_on(index)) if p.children}
+
+
+def _io(s: Snapshot) -> float | None:
+    """The larger of PSI io and iowait, %."""
+    return max((v for v in (number(s.host.psi_io_some), number(s.host.iowait_percent))
+                if v is not None), default=None)
+
+
+def _least_busy_core(s: Snapshot) -> float | None:
+    cores = s.host.cpu_percent_per_core
+    return min(cores) if cores else number(s.host.cpu_percent)
 
 
 def _link_share(window: Sequence[Snapshot], index: int, at: set[float]) -> float:
@@ -207,7 +227,7 @@ def _classify(st: _Stall) -> str | None:
 
 def _condition(window: Sequence[Snapshot], index: int, metric: str, busy: float,
                proc: ProcessSample, st: _Stall, kind: str) -> Condition:
-    util = values(series(last(window, WINDOW_S), index, "util_gpu"))
+    util = field_values(last(window, WINDOW_S), index, "util_gpu")
     idle = sum(v < IDLE_SAMPLE for v in util) / len(util) if util else 0.0
     bursty = idle >= BURSTY_SHARE
     cmd = _quote(command(proc))
@@ -271,7 +291,7 @@ def _condition(window: Sequence[Snapshot], index: int, metric: str, busy: float,
 def _critical(window: Sequence[Snapshot], index: int) -> bool:
     if not covers(window, CRITICAL_WINDOW_S, 0.95):
         return False
-    busy = mean(values(busy_series(window, index)[1]))
+    busy = mean(busy_values(window, index)[1])
     return busy is not None and busy < CRITICAL_BUSY
 
 

@@ -15,15 +15,14 @@ from typing import NamedTuple
 
 from gputop.diagnose.engine import Condition, Diagnostic
 from gputop.diagnose.window import (
-    busy_series,
+    busy_values,
     device_at,
+    field_values,
     last,
     mean,
     median,
     number,
     reason_share,
-    series,
-    values,
 )
 from gputop.model import Missing, ProcessSample, Snapshot
 
@@ -113,11 +112,11 @@ def check(window: Sequence[Snapshot]) -> list[Condition]:
 
 
 def _rank(window: Sequence[Snapshot], index: int) -> _Rank | None:
-    clock = mean(values(series(window, index, "clock_sm")))
-    busy = mean(values(busy_series(window, index)[1]))
+    clock = mean(field_values(window, index, "clock_sm"))
+    busy = mean(busy_values(window, index)[1])
     if clock is None or busy is None:
         return None
-    return _Rank(clock, busy, mean(values(series(window, index, "temp_gpu"))))
+    return _Rank(clock, busy, mean(field_values(window, index, "temp_gpu")))
 
 
 def _straggler(window: Sequence[Snapshot], key: tuple[str, ...], index: int,

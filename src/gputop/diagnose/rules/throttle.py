@@ -16,17 +16,17 @@ from collections.abc import Sequence
 from gputop.diagnose.engine import Condition, Diagnostic
 from gputop.diagnose.window import (
     bit_run,
+    column,
     counter_growth,
     covers,
     device_at,
     devices,
+    field_values,
     last,
     mean,
     median,
     number,
     reason_share,
-    series,
-    values,
 )
 from gputop.model import DeviceSample, Snapshot
 
@@ -69,8 +69,8 @@ def check_thermal(window: Sequence[Snapshot]) -> list[Condition]:
 
 
 def _active(window: Sequence[Snapshot], index: int) -> bool:
-    util = mean(values(series(window, index, "util_gpu")))
-    gr = mean(values(series(window, index, "gr_active")))
+    util = mean(field_values(window, index, "util_gpu"))
+    gr = mean(field_values(window, index, "gr_active"))
     return any(v is not None and v >= ACTIVE for v in (util, gr))
 
 
@@ -97,26 +97,29 @@ def _margin(d: DeviceSample) -> float | None:
     return tmax - temp if tmax is not None and temp is not None else None
 
 
+def _margin_at(s: Snapshot, index: int) -> float | None:
+    d = device_at(s, index)
+    return _margin(d) if d is not None else None
+
+
 def _lowest_margin(window: Sequence[Snapshot], index: int) -> float | None:
-    ms = [m for s in window if (d := device_at(s, index)) is not None
-          and (m := _margin(d)) is not None]
-    return min(ms, default=None)
+    return min((m for m in column(window, _margin_at, index) if m is not None), default=None)
 
 
 def _thermal(window: Sequence[Snapshot], index: int, d: DeviceSample) -> list[Condition]:
     gpu = f"GPU{index}"
     # The window's peak: a postmortem wants how hot it got, and one tick at the slowdown
     # threshold is enough for the hardware to cut the clocks.
-    temp = max(values(series(window, index, "temp_gpu")), default=None)
+    temp = max(field_values(window, index, "temp_gpu"), default=None)
     slowdown = number(d.temp_slowdown)
     margin = _margin(d)
-    clock = median(values(series(window, index, "clock_sm")))
+    clock = median(field_values(window, index, "clock_sm"))
     clock_max = number(d.clock_sm_max)
     clocks = f"clocks {clock:.0f}/{clock_max:.0f} MHz" if clock and clock_max else "clocks ?"
     temps = f"GPU {temp:.0f} °C" if temp is not None else "GPU temperature unknown"
     if slowdown is not None:
         temps += f" (slowdown {slowdown:.0f} °C)"
-    if (tm := max(values(series(window, index, "temp_mem")), default=None)) is not None:
+    if (tm := max(field_values(window, index, "temp_mem"), default=None)) is not None:
         temps += f", HBM {tm:.0f} °C"
     # Conditions read the margin now; the evidence, like the temperature, keeps the window's worst.
     lowest = _lowest_margin(window, index)
@@ -184,16 +187,21 @@ def _thermal(window: Sequence[Snapshot], index: int, d: DeviceSample) -> list[Co
 
 def _bare_slowdown(window: Sequence[Snapshot], index: int) -> bool:
     run = 0
-    for s in window:
-        d = device_at(s, index)
-        bits = d.throttle if d is not None and isinstance(d.throttle, tuple) else ()
-        busy = max((number(d.util_gpu) or 0.0, number(d.gr_active) or 0.0)) if d else 0.0
-        bare = ("hw_slowdown" in bits and "hw_thermal" not in bits
-                and "hw_power_brake" not in bits and busy >= ACTIVE)
+    for bare in column(window, _bare_at, index):
         run = run + 1 if bare else 0
         if run >= BIT_TICKS:
             return True
     return False
+
+
+def _bare_at(s: Snapshot, index: int) -> bool:
+    """The HW slowdown bit under load without the thermal or power-brake bit."""
+    d = device_at(s, index)
+    bits = d.throttle if d is not None and isinstance(d.throttle, tuple) else ()
+    if "hw_slowdown" not in bits or "hw_thermal" in bits or "hw_power_brake" in bits:
+        return False
+    busy = max((number(d.util_gpu) or 0.0, number(d.gr_active) or 0.0)) if d else 0.0
+    return busy >= ACTIVE
 
 
 def check_power(window: Sequence[Snapshot]) -> list[Condition]:
@@ -213,7 +221,7 @@ def check_power(window: Sequence[Snapshot]) -> list[Condition]:
         if ratio >= CAP_CLOCK:
             continue
         limit, default = number(d.power_limit), number(d.power_default_limit)
-        draw = mean(values(series(window, index, "power_draw")))
+        draw = mean(field_values(window, index, "power_draw"))
         evidence = {k: v for k, v in (("cap_share", share), ("clock_mhz", clock),
                                       ("clock_max_mhz", clock_max), ("power_limit_w", limit),
                                       ("power_default_limit_w", default), ("power_w", draw))
@@ -242,13 +250,16 @@ def check_power(window: Sequence[Snapshot]) -> list[Condition]:
 
 def _capped_clock(window: Sequence[Snapshot], index: int) -> float | None:
     """Median SM clock at the ticks the power cap held it, else over the window."""
-    capped = []
-    for s in window:
-        d = device_at(s, index)
-        if (d is not None and isinstance(d.throttle, tuple) and "sw_power_cap" in d.throttle
-                and (c := number(d.clock_sm)) is not None):
-            capped.append(c)
-    return median(capped) or median(values(series(window, index, "clock_sm")))
+    capped = [c for c in column(window, _capped_at, index) if c is not None]
+    return median(capped) or median(field_values(window, index, "clock_sm"))
+
+
+def _capped_at(s: Snapshot, index: int) -> float | None:
+    """The SM clock at a tick where the power cap held it."""
+    d = device_at(s, index)
+    if d is not None and isinstance(d.throttle, tuple) and "sw_power_cap" in d.throttle:
+        return number(d.clock_sm)
+    return None
 
 
 THERMAL = Diagnostic(name="thermal", check=check_thermal, window_s=WINDOW_S, for_s=0.0,

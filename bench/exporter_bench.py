@@ -1,0 +1,125 @@
+"""Exporter figures: CPU per poll and per scrape with 8 GPUs, and the exporter's CPU share when
+Prometheus scrapes every 15 s.
+
+    python bench/exporter_bench.py
+
+- poll: what `gputop serve` does every --interval on a live node: the NVML and host sources
+  through the real pynvml binding over the fake library fed with the demo's 8xH100 snapshots,
+  then the diagnostics engine. The fake library runs in Python, so this is an upper bound of
+  gputop's share; a real NVML adds its driver time (docs/architecture.md).
+- scrape: the latest snapshot to Prometheus text, in process; then over HTTP, as the CPU the
+  serving process spends per scrape (measured with psutil on a `gputop serve --demo` process).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+import psutil
+
+from gputop.diagnose import default_engine
+from gputop.export.prometheus import ExportState, exposition, families
+from gputop.poller import Poller
+from gputop.recording import read_recording
+from gputop.replay import RecordingFeed, demo_path
+from gputop.sources.host import HostSource
+from gputop.sources.nvml import NvmlSource
+from gputop.testing.fake_nvml import FakeNvml
+
+SCRAPE_INTERVAL = 15.0
+
+
+def poll_cost(snaps: list, interval: float, polls: int = 60) -> tuple[float, float]:
+    """Median CPU ms of one poll and of its diagnostics, on the live path (fake NVML)."""
+    engine = default_engine(plugins=False)
+    with FakeNvml(snaps) as fake:
+        clock = [1_800_000_000.0]
+        poller = Poller([NvmlSource(slow_interval=5.0)], HostSource(), clock=lambda: clock[0])
+        poller.open()
+        poll, diagnose = [], []
+        for _ in range(polls):
+            clock[0] += interval
+            start = time.process_time()
+            snap = poller.poll_once()
+            middle = time.process_time()
+            engine.update(snap)
+            poll.append(middle - start)
+            diagnose.append(time.process_time() - middle)
+            fake.advance()
+        poller.close()
+    return statistics.median(poll) * 1e3, statistics.median(diagnose) * 1e3
+
+
+def demo_poll_cost(polls: int = 120) -> float:
+    """Median CPU ms of one `gputop serve --demo` tick: decode a recorded tick + diagnostics."""
+    feed = RecordingFeed.from_file(demo_path())
+    engine = default_engine(plugins=False)
+    costs = []
+    for _ in range(polls):
+        start = time.process_time()
+        engine.update(feed.poll_once())
+        costs.append(time.process_time() - start)
+    return statistics.median(costs) * 1e3
+
+
+def render_cost(snap, runs: int = 200) -> tuple[float, int]:
+    state = ExportState(snapshot=snap, polled_at=time.time(), ok=True)
+    costs, size = [], 0
+    for _ in range(runs):
+        start = time.process_time()
+        size = len(exposition(families(state, time.time())))
+        costs.append(time.process_time() - start)
+    return statistics.median(costs) * 1e3, size
+
+
+def http_scrape_cost(scrapes: int = 200) -> float:
+    """CPU ms the serving process spends per HTTP scrape (no polls in the window)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gputop", "serve", "--demo", "--interval", "3600",
+         "--metrics", "127.0.0.1:0"], stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        m = re.search(r"(http://\S+/metrics)", line)
+        if not m:
+            raise RuntimeError(f"gputop serve did not start: {line!r}")
+        url = m.group(1)
+        for _ in range(5):
+            urllib.request.urlopen(url, timeout=10).read()
+        server = psutil.Process(proc.pid)
+        before = sum(server.cpu_times()[:2])
+        for _ in range(scrapes):
+            urllib.request.urlopen(url, timeout=10).read()
+        return (sum(server.cpu_times()[:2]) - before) / scrapes * 1e3
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def main() -> None:
+    snaps = read_recording(demo_path()).snapshots[100:220]  # training: 8 GPUs busy, 18 links each
+    snap = snaps[-1]
+    print(f"8 GPUs: {len(snap.devices)} devices, {len(snap.processes)} processes, "
+          f"{len(snap.links)} NVLink links  (cpus: {os.cpu_count()})")
+    render_ms, size = render_cost(snap)
+    http_ms = http_scrape_cost()
+    demo_ms = demo_poll_cost()
+    print(f"scrape, snapshot to text (in process):  {render_ms:6.2f} ms CPU, {size / 1024:.0f} KiB")
+    print(f"scrape over HTTP (server process CPU):  {http_ms:6.2f} ms CPU")
+    print(f"poll, --demo (decode tick + diagnose):  {demo_ms:6.2f} ms CPU")
+    for interval in (5.0, 15.0, 30.0):
+        poll_ms, diagnose_ms = poll_cost(snaps, interval)
+        per_window = (poll_ms + diagnose_ms) * SCRAPE_INTERVAL / interval + http_ms
+        share = per_window / (SCRAPE_INTERVAL * 1e3) * 100
+        print(f"--interval {interval:>2g}: poll (fake NVML + host) {poll_ms:5.1f} ms + diagnose "
+              f"{diagnose_ms:4.1f} ms CPU  ->  {share:.2f} % of one core at a "
+              f"{SCRAPE_INTERVAL:g} s scrape interval")
+
+if __name__ == "__main__":
+    main()

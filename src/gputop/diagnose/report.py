@@ -3,24 +3,30 @@
 Runs every diagnostic over the recording and prints the findings' timeline (start, end, severity,
 GPU, id, title) and, per GPU, utilization, memory, power and temperature (p50/p95/max), the time
 its clocks were held per clock-event reason (from the cumulative counters) and the time it was
-starved for input. `--json` prints the same as one object. Times are UTC.
+starved for input. `--json` prints the same as one object; `--html FILE` writes it as one page
+with charts. Times are UTC.
+
+The recording is read a tick at a time and each tick is dropped once the diagnostics and the
+summary have taken what they need, so a day-long recording fits in memory.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from gputop.diagnose import default_engine
 from gputop.diagnose.engine import Finding
-from gputop.diagnose.window import increase, number, percentile, throttle_series
-from gputop.errors import RecordingError
-from gputop.model import THROTTLE, Snapshot
-from gputop.recording import read_recording
+from gputop.diagnose.window import device_at, number, percentile
+from gputop.errors import GputopError
+from gputop.model import THROTTLE, Missing, Snapshot
+from gputop.recording import RecordingReader
 from gputop.safetext import printable
 
 STARVED_ID = "loader.starvation"
@@ -32,6 +38,7 @@ METRICS = (
     ("power_w", "power_draw", "POWER W", 1.0, 0),
     ("temp_c", "temp_gpu", "TEMP °C", 1.0, 0),
 )
+_NAN = float("nan")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Diagnose a recording: the findings' timeline and a summary per GPU.")
     p.add_argument("file", metavar="FILE", help="a recording written by gputop --record")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--html", metavar="OUT", help="write the report as one HTML page with charts "
+                                                 "(no network needed to view it)")
     return p
 
 
@@ -48,57 +57,127 @@ def main(argv: list[str]) -> int:
     out, err = sys.stdout, sys.stderr
     args = build_parser().parse_args(argv)
     try:
-        rec = read_recording(args.file)
-    except RecordingError as e:
+        reader = RecordingReader(args.file)
+        engine = default_engine()
+        recap = Recap()
+        for snap in reader:
+            engine.update(snap)
+            recap.add(snap)
+        findings = engine.timeline()
+        devices = recap.summary(findings)
+        if args.html:
+            from gputop.diagnose.report_html import write_html
+
+            write_html(args.html, args.file, reader.header, recap, findings, devices,
+                       warning=reader.warning)
+    except GputopError as e:
         print(f"gputop: {e}", file=err)
         return 1
-    if rec.warning:
-        print(f"gputop: warning: {rec.warning}", file=err)
-    snaps = rec.snapshots
-    findings = default_engine().run(snaps)
-    devices = summarize(snaps, findings)
+    if reader.warning:
+        print(f"gputop: warning: {reader.warning}", file=err)
     if args.json:
-        doc = {"file": args.file, "ticks": len(snaps),
-               "start": snaps[0].time if snaps else None,
-               "end": snaps[-1].time if snaps else None,
-               "warning": rec.warning,
+        doc = {"file": args.file, "ticks": recap.ticks, "start": recap.start, "end": recap.end,
+               "warning": reader.warning,
                "findings": [f.to_dict() for f in findings], "devices": devices}
         json.dump(doc, out, indent=2, ensure_ascii=False)
         out.write("\n")
+    elif args.html:
+        out.write(f"wrote {printable(args.html)}: {len(findings)} findings, "
+                  f"{len(devices)} GPUs, {recap.ticks} ticks\n")
     else:
-        out.write(render(args.file, rec.header, snaps, findings, devices))
+        out.write(render(args.file, reader.header, recap, findings, devices))
     return 0
 
 
 # -- per-GPU summary -------------------------------------------------------------------------
 
 
-def summarize(snaps: Sequence[Snapshot], findings: Sequence[Finding]) -> list[dict[str, Any]]:
-    names: dict[int, str] = {}
-    for s in snaps:
+class DeviceSeries:
+    """One GPU over the run: the times it was there and, at each, the METRICS (NaN where the
+    field had no value); packed arrays, so a day of ticks costs a few megabytes."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.times = array("d")
+        self.metrics = {key: array("d") for key, *_ in METRICS}
+        self.throttled = dict.fromkeys(THROTTLE, 0.0)  # counter growth so far
+        self._last: dict[str, float] = {}  # each counter's previous reading
+
+    def values(self, key: str) -> list[float]:
+        return [v for v in self.metrics[key] if not math.isnan(v)]
+
+
+class Recap:
+    """What the report keeps of the run while the ticks stream past."""
+
+    def __init__(self) -> None:
+        self.ticks = 0
+        self.start: float | None = None
+        self.end: float | None = None
+        self.host = ""
+        self.devices: dict[int, DeviceSeries] = {}
+
+    def add(self, s: Snapshot) -> None:
+        self.ticks += 1
+        if self.start is None:
+            self.start = s.time
+        self.end = s.time
+        self.host = s.system.hostname or s.host.hostname
+        seen = set()
         for d in s.devices:
-            names[d.index] = d.name
-    end = snaps[-1].time if snaps else 0.0
-    return [_device_summary(snaps, i, names[i], findings, end) for i in sorted(names)]
+            dev = self.devices.get(d.index)
+            if dev is None:
+                dev = self.devices[d.index] = DeviceSeries(d.name)
+            dev.name = d.name
+            if d.index in seen:
+                continue  # the first entry of an index is the device
+            seen.add(d.index)
+            if d.lost is not None:
+                continue  # a lost GPU says nothing
+            dev.times.append(s.time)
+            for key, field, *_ in METRICS:
+                v = number(getattr(d, field))
+                dev.metrics[key].append(_NAN if v is None else v)
+            self._counters(s, d.index, dev)
+
+    @staticmethod
+    def _counters(s: Snapshot, index: int, dev: DeviceSeries) -> None:
+        d = device_at(s, index)
+        tt = d.throttle_time if d is not None else None
+        if tt is None or isinstance(tt, Missing):
+            return
+        for reason, raw in tt.items():
+            v = number(raw)
+            if v is None or reason not in dev.throttled:
+                continue
+            a = dev._last.get(reason)
+            if a is not None:  # a drop is a reset (driver reload), not a negative
+                dev.throttled[reason] += v - a if v >= a else v
+            dev._last[reason] = v
+
+    def summary(self, findings: Sequence[Finding]) -> list[dict[str, Any]]:
+        end = self.end if self.end is not None else 0.0
+        out = []
+        for index in sorted(self.devices):
+            dev = self.devices[index]
+            row: dict[str, Any] = {"index": index, "name": dev.name}
+            for key, *_ in METRICS:
+                vals = dev.values(key)
+                row[key] = ({"p50": percentile(vals, 50), "p95": percentile(vals, 95),
+                             "max": max(vals)} if vals else None)
+            row["throttled_s"] = {r: s for r, s in dev.throttled.items() if s > 0}
+            row["starved_s"] = _covered([(f.since, f.until if f.until is not None else end)
+                                         for f in findings
+                                         if f.id == STARVED_ID and f.device == index])
+            out.append(row)
+        return out
 
 
-def _device_summary(snaps: Sequence[Snapshot], index: int, name: str,
-                    findings: Sequence[Finding], end: float) -> dict[str, Any]:
-    out: dict[str, Any] = {"index": index, "name": name}
-    for key, field, _, _, _ in METRICS:
-        vals = [v for s in snaps if (d := s.device(index)) is not None and d.lost is None
-                and (v := number(getattr(d, field))) is not None]
-        out[key] = ({"p50": percentile(vals, 50), "p95": percentile(vals, 95), "max": max(vals)}
-                    if vals else None)
-    throttled = {}
-    for reason in THROTTLE:
-        grown = increase(throttle_series(snaps, index, reason))
-        if grown > 0:
-            throttled[reason] = grown
-    out["throttled_s"] = throttled
-    out["starved_s"] = _covered([(f.since, f.until if f.until is not None else end)
-                                 for f in findings if f.id == STARVED_ID and f.device == index])
-    return out
+def summarize(snaps: Iterable[Snapshot], findings: Sequence[Finding]) -> list[dict[str, Any]]:
+    recap = Recap()
+    for s in snaps:
+        recap.add(s)
+    return recap.summary(findings)
 
 
 def _covered(spans: list[tuple[float, float]]) -> float:
@@ -115,22 +194,30 @@ def _covered(spans: list[tuple[float, float]]) -> float:
 # -- text ------------------------------------------------------------------------------------
 
 
-def render(path: str, header: dict[str, Any], snaps: Sequence[Snapshot],
-           findings: Sequence[Finding], devices: Sequence[dict[str, Any]]) -> str:
-    lines = [f"gputop report: {printable(path)}"]
-    if not snaps:
-        lines.append("The recording holds no ticks.")
-        return "\n".join(lines) + "\n"
-    t0, t1 = snaps[0].time, snaps[-1].time
-    fmt = _clock_format(t0, t1)
-    host = snaps[-1].system.hostname or snaps[-1].host.hostname
+def headline(header: dict[str, Any], recap: Recap, n_devices: int) -> list[str]:
+    """Host, GPUs, ticks, span (UTC) and whether the run is synthetic, as plain text."""
+    if recap.start is None or recap.end is None:
+        return []
+    t0, t1 = recap.start, recap.end
     meta = header.get("meta")
     synthetic = isinstance(meta, dict) and bool(meta.get("synthetic"))
-    what = [printable(host) if host else "", f"{len(devices)} GPUs", f"{len(snaps)} ticks",
-            f"{_clock(t0, '%Y-%m-%d %H:%M:%S')} to {_clock(t1, fmt)} UTC ({_duration(t1 - t0)})"]
+    what = [printable(recap.host) if recap.host else "", f"{n_devices} GPUs",
+            f"{recap.ticks} ticks",
+            f"{_clock(t0, '%Y-%m-%d %H:%M:%S')} to {_clock(t1, _clock_format(t0, t1))} UTC "
+            f"({_duration(t1 - t0)})"]
     if synthetic:
         what.append("synthetic")
-    lines += [" · ".join(w for w in what if w), ""]
+    return [w for w in what if w]
+
+
+def render(path: str, header: dict[str, Any], recap: Recap,
+           findings: Sequence[Finding], devices: Sequence[dict[str, Any]]) -> str:
+    lines = [f"gputop report: {printable(path)}"]
+    if recap.start is None or recap.end is None:
+        lines.append("The recording holds no ticks.")
+        return "\n".join(lines) + "\n"
+    fmt = _clock_format(recap.start, recap.end)
+    lines += [" · ".join(headline(header, recap, len(devices))), ""]
 
     lines.append(f"FINDINGS ({len(findings)})" if findings else "FINDINGS: none")
     if findings:
@@ -180,4 +267,4 @@ def _duration(s: float) -> str:
     return f"{s // 3600} h {s % 3600 // 60} min"
 
 
-__all__ = ["build_parser", "main", "render", "summarize"]
+__all__ = ["Recap", "build_parser", "headline", "main", "render", "summarize"]

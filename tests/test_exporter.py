@@ -195,13 +195,15 @@ def test_processes_carry_their_job(demo: Snapshot) -> None:
     assert value(fams, "gputop_process_gpu_memory_bytes", pid=str(p.pid)) == p.gpu_mem
     assert value(fams, "gputop_process_sm_utilization_percent", pid=str(p.pid)) == p.sm_util
 
+    uid = "6f1c2d3e-4a5b-4c6d-8e7f-0123456789ab"
     pod = dataclasses.replace(p, job=JobInfo(container_id="3f2a9c1b7d4e5f60718293a4b5c6d7e8",
-                                             container_runtime="containerd", pod_name="train-0",
-                                             pod_namespace="research"))
+                                             container_runtime="containerd", pod_uid=uid,
+                                             pod_name="train-0", pod_namespace="research"))
     fams = parse(scrape(state_of(dataclasses.replace(demo, processes=(pod,)))))
     s = fams["gputop_process_gpu_memory_bytes"].samples[0]
-    assert (s.labels["container"], s.labels["pod"], s.labels["namespace"]) == \
-        ("3f2a9c1b7d4e", "train-0", "research")
+    assert (s.labels["container"], s.labels["pod"], s.labels["pod_uid"],
+            s.labels["namespace"], s.labels["hpc_job"]) == \
+        ("3f2a9c1b7d4e", "train-0", uid, "research", "")
 
 
 HOSTILE = 'evil"} 1\n# TYPE fake counter\nfake_total 1\x1b[2J\\\u202e' + "x" * 100

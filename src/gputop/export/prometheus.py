@@ -444,15 +444,16 @@ def command(p: ProcessSample) -> str:
 
 def process_labels(p: ProcessSample, uuid: str, host: str) -> dict[str, str]:
     job = p.job
-    container = pod = namespace = hpc_job = ""
+    container = pod = pod_uid = namespace = hpc_job = ""
     if job is not None:
         container = printable((job.container_id or "")[:12])
         pod = printable(job.pod_name or "")
+        pod_uid = printable(job.pod_uid or "")
         namespace = printable(job.pod_namespace or "")
         hpc_job = printable(job.slurm_job_id or "")
     return {"gpu": str(p.device_index), "UUID": uuid, "Hostname": host, "pid": str(p.pid),
             "command": command(p), "user": _text(p.user), "container": container, "pod": pod,
-            "namespace": namespace, "hpc_job": hpc_job}
+            "pod_uid": pod_uid, "namespace": namespace, "hpc_job": hpc_job}
 
 
 def _processes(out: _Families, snap: Snapshot, host: str) -> None:

@@ -416,3 +416,17 @@ def test_grafana_dashboard_queries_only_metrics_the_exporter_serves(demo: Snapsh
     queried = {m for e in exprs for m in re.findall(r"\b(?:DCGM_FI|gputop)_[A-Za-z0-9_]+", e)}
     assert {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "gputop_finding_open"} <= queried
     assert queried - served_names(demo) == set()
+
+
+def test_live_nvml_through_the_fake_library(capsys: pytest.CaptureFixture[str]) -> None:
+    from gputop.testing.fake_nvml import FakeNvml
+
+    with FakeNvml([node(2, links=4)]):
+        assert main(["serve", "--once", "--hostname", "gpu-07"]) == 0
+    fams = parse(capsys.readouterr().out)
+    assert value(fams, "DCGM_FI_DEV_FB_USED", gpu="1") == 10 * 1024
+    assert value(fams, "DCGM_FI_DEV_POWER_USAGE", gpu="0") == 640
+    assert value(fams, "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", gpu="0") == 0x4
+    # Rates and GPM need two readings: after one poll they are pending, so not exported yet.
+    assert "DCGM_FI_PROF_SM_ACTIVE" not in fams
+    assert "DCGM_FI_PROF_NVLINK_RX_BYTES" not in fams

@@ -4,6 +4,7 @@ the diagnostics every `--interval`; HTTP scrapes read the latest state and never
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import errno
 import signal
 import socket
@@ -57,11 +58,10 @@ class Exporter:
         self._count_opened(findings)
         host = self._hostname or snap.host.hostname or snap.system.hostname or \
             socket.gethostname()
-        self.state = ExportState(
-            snapshot=snap, findings=tuple(findings), findings_opened=dict(self._opened),
-            hostname=host, polled_at=self._clock(),
-            poll_seconds=round(time.perf_counter() - started, 6),
-            poll_errors=self.state.poll_errors, ok=True, stale_after=self.state.stale_after)
+        self.state = dataclasses.replace(
+            self.state, snapshot=snap, findings=tuple(findings),
+            findings_opened=dict(self._opened), hostname=host, polled_at=self._clock(),
+            poll_seconds=round(time.perf_counter() - started, 6), ok=True)
         self._last_error = ""
 
     def _failed(self, e: Exception) -> None:
@@ -70,11 +70,8 @@ class Exporter:
             self.err.write(f"gputop: poll failed: {message}\n")
             self.err.flush()
         self._last_error = message
-        s = self.state
-        self.state = ExportState(
-            snapshot=s.snapshot, findings=s.findings, findings_opened=s.findings_opened,
-            hostname=s.hostname, polled_at=s.polled_at, poll_seconds=s.poll_seconds,
-            poll_errors=s.poll_errors + 1, ok=False, stale_after=s.stale_after)
+        self.state = dataclasses.replace(self.state, ok=False,
+                                         poll_errors=self.state.poll_errors + 1)
 
     def _count_opened(self, findings: Iterable[Any]) -> None:
         now_open = {(f.id, f.device, f.pid, f.since): f.severity for f in findings if f.open}
@@ -92,7 +89,8 @@ class Exporter:
             if self._stop.is_set():
                 break
             self.poll()
-            next_at = max(next_at, time.monotonic() - self.interval)
+            if time.monotonic() - next_at > self.interval:  # overran: wait a whole interval
+                next_at = time.monotonic()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self.run, name="gputop-exporter-poll",
@@ -250,7 +248,7 @@ def main(argv: Sequence[str]) -> int:
             exporter.poll()
             sys.stdout.buffer.write(exposition(exporter.registry().collect()))
             sys.stdout.flush()
-            return 0
+            return 0 if exporter.state.ok else 1
         server = listen(args.metrics, exporter.registry())
         threading.Thread(target=server.serve_forever, name="gputop-exporter-http",
                          daemon=True).start()

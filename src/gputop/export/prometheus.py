@@ -46,10 +46,12 @@ class ExportState:
 
 
 def hostname(state: ExportState) -> str:
+    """The `Hostname` label: the one the exporter was given, else the snapshot's host (a
+    recording's contents, so made printable like any text from outside)."""
     snap = state.snapshot
     if state.hostname or snap is None:
-        return state.hostname
-    return snap.host.hostname or snap.system.hostname
+        return printable(state.hostname)
+    return printable(snap.host.hostname or snap.system.hostname)
 
 
 class SnapshotCollector(Collector):

@@ -307,32 +307,49 @@ def replay_main(argv: Sequence[str]) -> int:
 
 
 def import_main(argv: Sequence[str]) -> int:
+    from gputop.importers.formats import FORMATS, accepted, import_logs, parse_start
+    from gputop.safetext import printable
+
     p = argparse.ArgumentParser(
         prog="gputop import",
-        description="Turn `nvidia-smi -q -x` dumps (one file per moment) into a recording.")
-    p.add_argument("files", nargs="+", help="nvidia-smi -q -x outputs, in time order")
+        description=f"Turn GPU logs into a recording. Reads {accepted()} outputs; the kind of "
+                    "each file is told from its content.")
+    p.add_argument("files", nargs="+", help="the logs, in time order")
     p.add_argument("-o", "--output", required=True, help="the recording to write")
+    p.add_argument("--format", choices=["auto", *FORMATS], default="auto",
+                   help="read every file as this kind (default: tell from the content)")
+    p.add_argument("--interval", type=_positive, default=1.0, metavar="SECONDS",
+                   help="seconds between moments of a log without times (nvidia-smi -l, dmon "
+                        "-d, rocm-smi in a loop; default 1)")
+    p.add_argument("--start", default="0", metavar="TIME",
+                   help="when a log without times began: 2024-05-01T12:00:00 (UTC) or epoch "
+                        "seconds")
+    p.add_argument("--query-gpu", metavar="FIELDS",
+                   help="the --query-gpu list of a CSV log written with `noheader`")
     p.add_argument("--topo", help="an `nvidia-smi topo -m` output to attach")
     args = p.parse_args(argv)
     from gputop.importers.nvsmi_topo import parse_topo_matrix
-    from gputop.importers.nvsmi_xml import parse_nvsmi_xml
     from gputop.recording import RecordingWriter
 
     topo = None
     if args.topo:
-        topo = parse_topo_matrix(_read_text(args.topo))
-    snaps = []
-    for path in args.files:
         try:
-            snap = parse_nvsmi_xml(_read_text(path))
+            topo = parse_topo_matrix(_read_text(args.topo))
         except ValueError as e:
-            raise GputopError(f"{path}: {e}") from None
-        snaps.append(dataclasses.replace(snap, topology=topo) if topo else snap)
-    snaps.sort(key=lambda s: s.time)
-    with RecordingWriter(args.output, meta={"imported_from": "nvidia-smi -q -x"}) as w:
-        for snap in snaps:
+            raise GputopError(f"{args.topo}: {e}") from None
+    result = import_logs(
+        [(path, _read_text(path)) for path in args.files], fmt=args.format,
+        start=parse_start(args.start), interval=args.interval, topology=topo,
+        query_gpu=args.query_gpu.split(",") if args.query_gpu else None)
+    for warning in result.warnings[:10]:  # the rest are in the recording, tick by tick
+        print(f"gputop: warning: {printable(warning)}", file=sys.stderr)
+    if len(result.warnings) > 10:
+        print(f"gputop: warning: and {len(result.warnings) - 10} more", file=sys.stderr)
+    with RecordingWriter(args.output, meta={"imported_from": result.format}) as w:
+        for snap in result.snapshots:
             w.write(snap)
-    print(f"gputop: {len(snaps)} snapshots written to {args.output}", file=sys.stderr)
+    print(f"gputop: {len(result.snapshots)} snapshots ({result.format}) written to "
+          f"{args.output}", file=sys.stderr)
     return 0
 
 

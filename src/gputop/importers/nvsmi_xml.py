@@ -20,6 +20,13 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
 
+from gputop.importers.nvsmi_values import ABSENT as _ABSENT
+from gputop.importers.nvsmi_values import NOT_IN_FILE as NOT_IN_FILE
+from gputop.importers.nvsmi_values import PROCESS_KINDS as _PROCESS_KINDS
+from gputop.importers.nvsmi_values import REASONS as _REASONS
+from gputop.importers.nvsmi_values import Reading
+from gputop.importers.nvsmi_values import classify as _classify
+from gputop.importers.nvsmi_values import unreadable as _unreadable
 from gputop.model import (
     THROTTLE,
     DeviceSample,
@@ -32,10 +39,6 @@ from gputop.model import (
     mark_all,
 )
 
-NOT_IN_FILE = "not in nvidia-smi output"
-_ABSENT = Missing("unsupported", detail=NOT_IN_FILE)
-
-Reading = str | Missing
 Number = float | Missing
 
 # Units as nvidia-smi prints them -> factor to gputop's units (bytes, W, °C, MHz, %, bytes/s).
@@ -53,26 +56,6 @@ _KB_PER_S = {"KB/s": 1024}
 
 _QUANTITY = re.compile(r"(-?\d+(?:\.\d+)?)\s*(\S*)")
 
-_UNSUPPORTED_TEXTS = {
-    "n/a",
-    "not supported",
-    "requested functionality has been deprecated",
-    "not available",
-}
-
-# The suffix after `clocks_event_reason_` / `clocks_throttle_reason_` -> model.THROTTLE name.
-_REASONS = {
-    "gpu_idle": "gpu_idle",
-    "applications_clocks_setting": "app_clocks",
-    "sw_power_cap": "sw_power_cap",
-    "hw_slowdown": "hw_slowdown",
-    "sync_boost": "sync_boost",
-    "sw_thermal_slowdown": "sw_thermal",
-    "hw_thermal_slowdown": "hw_thermal",
-    "hw_power_brake_slowdown": "hw_power_brake",
-    "display_clocks_setting": "display_clocks",
-}
-
 # v13 `clocks_event_reasons_counters_*` (microseconds) -> model.THROTTLE name.
 _REASON_COUNTERS = {
     "sw_power_cap": "sw_power_cap",
@@ -80,15 +63,6 @@ _REASON_COUNTERS = {
     "sw_therm_slowdown": "sw_thermal",
     "hw_therm_slowdown": "hw_thermal",
     "hw_power_brake": "hw_power_brake",
-}
-
-# Process type column: C compute, G graphics, M an MPS compute client.
-_PROCESS_KINDS = {
-    "C": "compute",
-    "G": "graphics",
-    "C+G": "compute+graphics",
-    "M": "compute",
-    "M+C": "compute",
 }
 
 _MONTHS = {name: i for i, name in enumerate(calendar.month_abbr) if name}
@@ -175,35 +149,11 @@ def _timestamp(root: ET.Element, warnings: list[str]) -> float:
 # Reading one element
 
 
-def _classify(text: str) -> Reading:
-    """The text of one value element, or the Missing that nvidia-smi's placeholder stands for."""
-    text = text.strip()
-    if not text:
-        return Missing("unsupported", detail="empty in nvidia-smi output")
-    bracketed = text.startswith("[") and text.endswith("]")
-    bare = text[1:-1].strip() if bracketed else text
-    lowered = bare.lower()
-    if lowered in _UNSUPPORTED_TEXTS:
-        return Missing("unsupported") if lowered == "n/a" else Missing("unsupported", detail=bare)
-    if lowered == "insufficient permissions":
-        return Missing("no_permission")
-    if lowered == "gpu is lost":
-        return Missing("gpu_lost")
-    # Any other bracketed text is an NVML error string ("[Unknown Error]", "[GPU requires reset]").
-    if bracketed or lowered == "unknown error":
-        return Missing("error", detail=bare)
-    return text
-
-
 def _reading(parent: ET.Element | None, path: str) -> Reading:
     el = None if parent is None else parent.find(path)
     if el is None:
         return _ABSENT
     return _classify(el.text or "")
-
-
-def _unreadable(text: str) -> Missing:
-    return Missing("error", detail=f"cannot read {text!r}")
 
 
 def _placeholder(section: ET.Element) -> Missing:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+import operator
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, overload
@@ -304,14 +305,22 @@ def bit_run(window: Sequence[Snapshot], index: int, reason: str) -> int:
 def linear_fit(points: Sequence[Point]) -> tuple[float, float] | None:
     """Least-squares slope (per second) and R² of `points`; None with fewer than 3 points or no
     spread in time."""
-    n = len(points)
+    return least_squares([t for t, _ in points], [v for _, v in points])
+
+
+def least_squares(ts: Sequence[float], vs: Sequence[float]) -> tuple[float, float] | None:
+    """`linear_fit` of the points (ts[i], vs[i])."""
+    n = len(ts)
     if n < 3:
         return None
-    mt = sum(t for t, _ in points) / n
-    mv = sum(v for _, v in points) / n
-    stt = sum((t - mt) ** 2 for t, _ in points)
-    svv = sum((v - mv) ** 2 for _, v in points)
-    stv = sum((t - mt) * (v - mv) for t, v in points)
+    mt = sum(ts) / n
+    mv = sum(vs) / n
+    dt = [t - mt for t in ts]
+    dv = [v - mv for v in vs]
+    two = itertools.repeat(2)
+    stt = sum(map(pow, dt, two))
+    svv = sum(map(pow, dv, two))
+    stv = sum(map(operator.mul, dt, dv))
     if stt == 0:
         return None
     slope = stv / stt

@@ -21,7 +21,7 @@ from gputop.diagnose.window import (
     device_at,
     devices,
     gib,
-    linear_fit,
+    least_squares,
     number,
     series,
     times,
@@ -69,12 +69,11 @@ def _growth(ts: list[float], vs: list[float]) -> tuple[float, float, float, floa
         i = bisect.bisect_left(ts, ts[-1] - fit_s)
         if not _may_grow(vs[i:]):
             continue
-        pts = list(zip(ts[i:], vs[i:]))
-        fit = linear_fit(pts)
+        fit = least_squares(ts[i:], vs[i:])
         if fit is None:
             continue
         slope, r2 = fit
-        length = pts[-1][0] - pts[0][0]
+        length = ts[-1] - ts[i]
         if r2 >= MIN_R2 and slope * length >= MIN_GROWTH:
             return slope, r2, slope * length, length
     return None

@@ -22,7 +22,7 @@ from gputop.diagnose.window import (
     command,
     device_at,
     gib,
-    increase,
+    growth,
     last,
     mean,
     median,
@@ -127,8 +127,7 @@ def _peaks(payloads: Sequence[ProbeStats]) -> tuple[float, float] | None:
 
 
 def _counter_growth(payloads: Sequence[ProbeStats], name: str) -> float:
-    pts = [(p.ts, float(v)) for p in payloads if (v := getattr(p, name)) is not None]
-    return increase(pts)
+    return growth([float(v) for p in payloads if (v := getattr(p, name)) is not None])
 
 
 # -- R2 loader.wait ---------------------------------------------------------------------------

@@ -28,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A live terminal GPU monitor for people who train models.",
         epilog="Without a terminal on stdout, gputop prints one snapshot (as --once) and exits. "
                "Commands: gputop replay FILE | report FILE | import -o OUT FILES | plan ... | "
-               "serve [--metrics ADDR:PORT]",
+               "serve [--metrics ADDR:PORT] | fleet --prometheus URL",
     )
     p.add_argument("--version", action="version", version=f"gputop {__version__}")
     p.add_argument("--once", action="store_true", help="print one snapshot as a table and exit")
@@ -378,6 +378,10 @@ def _subcommand(name: str) -> Callable[[Sequence[str]], int] | None:
         from gputop.export.serve import main as serve_main
 
         return serve_main
+    if name == "fleet":
+        from gputop.fleet.command import main as fleet_main
+
+        return fleet_main
     return None
 
 
@@ -388,7 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             command = _subcommand(argv[0])
             if command is None:
                 print(f"gputop: unknown command {argv[0]!r} (commands: replay, report, import, "
-                      "plan, serve; see gputop --help)", file=sys.stderr)
+                      "plan, serve, fleet; see gputop --help)", file=sys.stderr)
                 return 2
             return command(argv[1:])
         return _main(argv)

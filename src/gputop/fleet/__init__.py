@@ -1,0 +1,2 @@
+"""Many nodes' GPUs through Prometheus (`gputop fleet`). No Textual here: the screens are in
+gputop.ui.fleet."""

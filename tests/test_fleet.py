@@ -387,7 +387,7 @@ async def test_a_failed_refresh_is_shown_in_the_header_not_raised() -> None:
 
 
 async def test_hostile_label_values_are_shown_as_text() -> None:
-    evil = "[bold red]pwn[/]\x1b]0;owned\x07"
+    evil = "[bold red]pwn[/]\x1b]0;owned\x07\x1f"
     answers = FleetAnswers([FakeNode(evil, "10.0.0.1:9400",
                                      gpus=[FakeGpu(model="[link=http://x]H100[/link]")])])
     with fleet_of(answers) as (fleet, _):
@@ -396,11 +396,11 @@ async def test_hostile_label_values_are_shown_as_text() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         (row,) = app.fleet_screen.table.ordered_rows
         name = cell_text(app.fleet_screen.table, row.key.value, "node")  # type: ignore[arg-type]
-        assert name == "[bold red]pwn[/]\\x1b]0;owned\\x07"
+        assert name == "[bold red]pwn[/]\\x1b]0;owned\\x07\\x1f"
         await pilot.press("enter")
         await pilot.pause()
         screen = app.screen
-        assert isinstance(screen, NodeScreen)
+        assert isinstance(screen, NodeScreen) and screen.key[2] == evil
         assert cell_text(screen.table, "0", "model") == "[link=http://x]H100[/link]"
         assert "\x1b" not in str(screen.header.render())
 
@@ -418,6 +418,26 @@ async def test_the_app_refreshes_in_the_background_and_r_refreshes_now() -> None
                     break
             assert [n.name for n in app.view.not_reporting] == ["node-a"]
             assert app.refresh_seconds  # the refresh ran in a thread and was timed
+
+
+async def test_a_bug_in_a_refresh_is_shown_and_the_refreshes_go_on() -> None:
+    class Broken:
+        url = "http://prom:9090"
+        calls = 0
+
+        def refresh(self) -> FleetView:
+            self.calls += 1
+            raise RuntimeError("boom")
+
+    fleet = Broken()
+    app = FleetApp(fleet, view=FleetView(), interval=0.01)
+    async with app.run_test(size=(120, 40)) as pilot:
+        for _ in range(100):
+            await pilot.pause(0.02)
+            if fleet.calls >= 2:
+                break
+        assert fleet.calls >= 2
+        assert "refresh failed: RuntimeError: boom" in str(app.fleet_screen.header.render())
 
 
 # -- a real Prometheus ---------------------------------------------------------------------------

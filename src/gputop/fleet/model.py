@@ -355,7 +355,7 @@ def build_nodes(values: Answer, stamps: Answer | None, *, now: float,
     for key in [*gpus, *(k for k in known if k not in gpus)]:
         job, instance, host = key
         interval = intervals.get((job, instance), default_interval)
-        target_up = up.get((job, instance))
+        target_up = up.get((job, instance))  # None: no such target (any more)
         before = known.get(key)
         if key in gpus:
             node_gpus = tuple(sorted(gpus[key], key=lambda g: _natural(g.id)))
@@ -365,7 +365,7 @@ def build_nodes(values: Answer, stamps: Answer | None, *, now: float,
             assert before is not None
             node_gpus, last_seen = before.gpus, before.last_seen
         state, why = UP, ""
-        if target_up is not None and target_up == 0:
+        if target_up == 0:
             state, why = DOWN, "Prometheus cannot scrape it (up == 0)"
         elif polling.get(key) == 0:
             state, why = DOWN, "gputop on it cannot read its GPUs (gputop_up == 0)"

@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 from rich.text import Text
@@ -257,6 +259,7 @@ class FleetScreen(Screen[None]):
         self.header = Static(id="fleet-header")
         self.table = CellTable(NODE_COLUMNS, NODE_COLUMNS_NARROW, id="nodes")
         self.findings = FindingsPanel(id="fleet-findings")
+        self._node_keys: dict[str, NodeKey] = {}  # row key -> node
 
     def compose(self) -> ComposeResult:
         yield self.header
@@ -266,15 +269,16 @@ class FleetScreen(Screen[None]):
 
     def apply_view(self, view: FleetView, url: str, interval: float) -> None:
         self.header.update(header_lines(view, url, interval), layout=False)
+        self._node_keys = {row_key(n.key): n.key for n in view.nodes}
         self.table.show([(row_key(n.key), node_cells(n, view.time)) for n in view.nodes])
         self.findings.set_findings(view.findings)
         self.findings.border_title = Content(f"Findings across the fleet ({len(view.findings)})")
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        if event.row_key.value is not None:
-            app = self.app
-            assert isinstance(app, FleetApp)
-            app.open_node(tuple(event.row_key.value.split("\x1f")))  # type: ignore[arg-type]
+        key = self._node_keys.get(event.row_key.value or "")
+        app = self.app
+        if key is not None and isinstance(app, FleetApp):
+            app.open_node(key)
 
 
 class NodeScreen(Screen[None]):
@@ -357,7 +361,7 @@ class FleetApp(App[None]):
         self.interval = interval
         self.mouse = mouse
         self.fleet_screen = FleetScreen()
-        self.refresh_seconds: list[float] = []  # how long each refresh took (query + model)
+        self.refresh_seconds: deque[float] = deque(maxlen=100)  # the last refreshes' durations
         self._wake = asyncio.Event()
 
     def get_default_screen(self) -> FleetScreen:
@@ -381,7 +385,10 @@ class FleetApp(App[None]):
                 pass
             self._wake.clear()
             started = time.perf_counter()
-            view = await asyncio.to_thread(self.fleet.refresh)  # blocking HTTP: off the loop
+            try:
+                view = await asyncio.to_thread(self.fleet.refresh)  # blocking HTTP: off the loop
+            except Exception as e:  # a bug must not stop the refreshes without a word
+                view = replace(self.view, error=f"refresh failed: {type(e).__name__}: {e}")
             self.refresh_seconds.append(time.perf_counter() - started)
             self.apply_view(view)
 

@@ -28,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A live terminal GPU monitor for people who train models.",
         epilog="Without a terminal on stdout, gputop prints one snapshot (as --once) and exits. "
                "Commands: gputop replay FILE | report FILE | import -o OUT FILES | plan ... | "
-               "serve [--metrics ADDR:PORT] | fleet --prometheus URL",
+               "serve [--metrics ADDR:PORT] | fleet --prometheus URL | export FILE -o OUT",
     )
     p.add_argument("--version", action="version", version=f"gputop {__version__}")
     p.add_argument("--once", action="store_true", help="print one snapshot as a table and exit")
@@ -382,6 +382,10 @@ def _subcommand(name: str) -> Callable[[Sequence[str]], int] | None:
         from gputop.fleet.command import main as fleet_main
 
         return fleet_main
+    if name == "export":
+        from gputop.export_table import main as export_main
+
+        return export_main
     return None
 
 
@@ -392,7 +396,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             command = _subcommand(argv[0])
             if command is None:
                 print(f"gputop: unknown command {argv[0]!r} (commands: replay, report, import, "
-                      "plan, serve, fleet; see gputop --help)", file=sys.stderr)
+                      "plan, serve, fleet, export; see gputop --help)", file=sys.stderr)
                 return 2
             return command(argv[1:])
         return _main(argv)

@@ -23,6 +23,7 @@ from gputop.replay import demo_path
 from gputop.ui import GputopApp
 from gputop.ui.kill import KillPolicy
 from test_ui import T0, node, process, sawtooth, series, troubled
+from test_ui_memory_split import probed_node
 
 SMALL = (80, 24)
 LARGE = (120, 40)
@@ -175,3 +176,10 @@ def test_no_color(snap_compare: Any, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_waiting_for_data(snap_compare: Any) -> None:
     app = GputopApp(None, clock=lambda: T0)
     assert snap_compare(app, terminal_size=SMALL)
+
+
+@pytest.mark.parametrize("size", [SMALL, LARGE], ids=["80x24", "120x40"])
+def test_memory_split_from_the_probe(snap_compare: Any, size: tuple[int, int]) -> None:
+    """Every rank runs the probe: the bars split tensors, cache, context + NCCL and the
+    notebook on GPU 7, named on each card's border (or below the lines at 80x24)."""
+    check(snap_compare, [probed_node(t) for t in range(30)], size)

@@ -56,10 +56,6 @@ def meter(fraction: float | None, width: int, style: str) -> Content:
     return Content.assemble(*meter_parts(fraction, width, style))
 
 
-def memory_meter(used: float | None, reserved: float | None, width: int, style: str) -> Content:
-    return Content.assemble(*memory_parts(used, reserved, width, style))
-
-
 def level_style(fraction: float | None, base: str, warn_at: float = 0.95,
                 warn: str = "$warning") -> str:
     """The bar's style: `base`, or `warn` when the value is at the top of its range."""

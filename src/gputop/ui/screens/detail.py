@@ -13,9 +13,10 @@ from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from gputop.memory_split import memory_split
 from gputop.model import THROTTLE, DeviceSample, Missing, Snapshot, value
 from gputop.ui import format as fmt
-from gputop.ui import styles
+from gputop.ui import memory, styles
 from gputop.ui.history import GpuHistory
 from gputop.ui.status import THROTTLE_BADGES, badges
 from gputop.ui.text import safe_content
@@ -149,8 +150,12 @@ def field_line(name: str, v: Any, f: Fmt, width: int = LABEL_WIDTH) -> Content:
     return head + safe_content(f(v))
 
 
+def label_width(fields: tuple[tuple[str, str, Fmt], ...]) -> int:
+    return max(len(n) for n, _, _ in fields) + 2
+
+
 def group_content(d: DeviceSample, fields: tuple[tuple[str, str, Fmt], ...]) -> Content:
-    width = max(len(n) for n, _, _ in fields) + 2
+    width = label_width(fields)
     return Content("\n").join(field_line(n, getattr(d, a), f, width) for n, a, f in fields)
 
 
@@ -187,6 +192,29 @@ def identity_content(d: DeviceSample, snap: Snapshot) -> Content:
             safe_content(fmt.label(m.name)), f"  {mem}",
             f"  SM {fmt.label(m.sm_active, fmt.percent)}"))
     return Content("\n").join(lines)
+
+
+def memory_split_lines(d: DeviceSample, snap: Snapshot, width: int) -> list[Content]:
+    """Where the GPU's used memory goes, from the in-process probe, then each process: with a
+    probe its own parts, without one NVML's figure. Labels `width` wide, as the fields above."""
+    split = memory_split(snap, d.index)
+    room = max(20, 56 - width)  # a column of the grid at 120 columns
+
+    def line(label: str, content: Content) -> Content:
+        return Content(f"{label:<{width}}").stylize(styles.LABEL) + content
+
+    if split is None:
+        return [line("by the probe", Content("no process here runs it (python -m gputop.probe)")
+                     .stylize("italic " + styles.MUTED))]
+    lines = [line("by the probe", memory.legend(split, room))]
+    by_pid = {pm.pid: pm for pm in split.processes}
+    for p in sorted(snap.processes_on(d.index), key=lambda p: -(value(p.gpu_mem) or 0)):
+        pm = by_pid.get(p.pid)
+        lines.append(line(f"PID {p.pid}", memory.process_legend(pm, room) if pm is not None else
+                          Content(f"{fmt.label(p.gpu_mem, fmt.size)}, no probe")
+                          .stylize(styles.LABEL)))
+    lines += [safe_content(note, styles.LABEL) for note in split.notes]
+    return lines
 
 
 def title_content(d: DeviceSample) -> Content:
@@ -292,7 +320,11 @@ class DetailScreen(Screen[None]):
         self._update_graphs(d)
         self._groups["Identity"].update(identity_content(d, snap))
         for name, fields in GROUPS:
-            self._groups[name].update(group_content(d, fields))
+            content = group_content(d, fields)
+            if name == "Memory":
+                content = Content("\n").join(
+                    [content, *memory_split_lines(d, snap, label_width(fields))])
+            self._groups[name].update(content)
         prev_tt = None
         dt = 0.0
         if prev_snap is not None and self._prev is not None:

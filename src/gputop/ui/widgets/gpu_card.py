@@ -8,6 +8,12 @@
     │ CLK 1395/1980 MEM 2619/2619 MHz  PCIe 5x16         │
     ╰────────────────────────────────────────────────────╯
 
+Where the GPU's processes run the in-process probe, the MEM bar shows where the memory goes and
+the bottom border names the parts (ui/memory.py):
+
+    │ MEM ▕████████▓▓▓░▒ ▏ 68.8/79.6G  ▃▃▃▃▃▃▃▃▃▃▃▃▃▃▃ │
+    ╰ █ alloc 47.3  ▓ cache 19.6  ░ ctx+nccl 2.0 GiB ───╯
+
 Drawn line by line (no child widgets); a tick repaints only the lines that changed.
 """
 
@@ -24,8 +30,9 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
+from gputop.memory_split import MemorySplit
 from gputop.model import DeviceSample, Missing, value
-from gputop.ui import bars, styles
+from gputop.ui import bars, memory, styles
 from gputop.ui import format as fmt
 from gputop.ui.history import GpuHistory
 from gputop.ui.render import changed_span, content_strip
@@ -63,19 +70,16 @@ def util_line(d: DeviceSample) -> Content:
     )
 
 
-def memory_line(d: DeviceSample) -> Content:
+def memory_line(d: DeviceSample, split: MemorySplit | None = None) -> Content:
+    """Used of total memory; with a probe's split, the bar shows its four parts (the card's
+    bottom border names them)."""
     used, total = value(d.mem_used), value(d.mem_total)
-    frac = fraction(d.mem_used, d.mem_total)
     if used is not None and total is not None:
         text, style = f" {fmt.gib(used)}/{fmt.gib(total)}G", ""
     else:
         text, style = f" {fmt.label(d.mem_used)}", styles.MUTED
-    return Content.assemble(
-        ("MEM ", styles.LABEL),
-        bars.memory_meter(frac, fraction(d.mem_reserved, d.mem_total), BAR_WIDTH,
-                          bars.level_style(frac, styles.MEMORY)),
-        (text, style),
-    )
+    return Content.assemble(("MEM ", styles.LABEL), *memory.bar_parts(d, BAR_WIDTH, split),
+                            (text, style))
 
 
 def power_line(d: DeviceSample) -> Content:
@@ -154,6 +158,8 @@ class GpuCard(Widget):
         border: round $foreground 30%;
         border-title-color: $foreground;
         border-title-align: left;
+        border-subtitle-align: left;
+        border-subtitle-color: $foreground;
         padding: 0 1;
     }
     GpuCard.-warning { border: round $warning; }
@@ -191,6 +197,8 @@ class GpuCard(Widget):
         self._graph_state: list[tuple[int, int, float, str] | None] = [None] * len(HISTORIES)
         self._badges: list[Badge] = []
         self._title_key: object = None
+        self._split: MemorySplit | None = None
+        self._legend: Content | None = None
         self._strips: dict[int, Strip] = {}  # rendered lines, dropped when they change
         self._style_cache: list[tuple[RichStyle, RichStyle]] = []
         self.border_title = Content(f"{index}")
@@ -200,9 +208,11 @@ class GpuCard(Widget):
         self._style_cache = []
         self._strips.clear()
 
-    def update(self, d: DeviceSample, slow: bool = True) -> None:
-        """Show a new sample (the app pushed the history already); repaint the lines whose
-        text or graph changed. A flat history scrolls without changing, so it costs nothing.
+    def update(self, d: DeviceSample, slow: bool = True,
+               split: MemorySplit | None = None) -> None:
+        """Show a new sample (the app pushed the history already) and, where the GPU's
+        processes run the probe, its memory split; repaint the lines whose text or graph
+        changed. A flat history scrolls without changing, so it costs nothing.
 
         The temperature and clock lines change by a degree or a few MHz nearly every tick;
         they are repainted on the `slow` ticks only (and at once when a badge changes), which
@@ -211,9 +221,10 @@ class GpuCard(Widget):
         limit = float(value(d.power_limit, 0) or self._scales[2])
         self._scales = (100.0, total, limit)
         width = self.size.width
-        if d != self._sample:
+        if d != self._sample or split != self._split:
             was_lost = self._sample is None or self._sample.lost is not None
             self._sample = d
+            self._split = split
             found = badges(d)
             if found != self._badges:
                 slow = True
@@ -222,10 +233,11 @@ class GpuCard(Widget):
                 self.set_class(worst == "warning", "-warning")
                 self.set_class(worst == "critical", "-critical")
             self._set_title()
+            self._set_legend()
             if slow or was_lost or d.lost is not None:
                 lines = self._build_lines(d)
             else:  # the temperature and clock lines wait for a slow tick
-                lines = [util_line(d), memory_line(d), power_line(d), *self._lines[3:]]
+                lines = [util_line(d), memory_line(d, split), power_line(d), *self._lines[3:]]
         else:
             lines = list(self._lines)
         graphs = [self._graph(y, width) for y in range(len(HISTORIES))]
@@ -281,7 +293,8 @@ class GpuCard(Widget):
                     styles.text_style("critical")),
                 Content("reset the GPU or reboot the node").stylize(styles.LABEL),
             ]
-        return [util_line(d), memory_line(d), power_line(d), thermal_line(d), clocks_line(d)]
+        return [util_line(d), memory_line(d, self._split), power_line(d), thermal_line(d),
+                clocks_line(d)]
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
@@ -327,10 +340,20 @@ class GpuCard(Widget):
             self._title_key = key
             self.border_title = title(self._sample, width, self._badges)
 
+    def _set_legend(self) -> None:
+        """The split's parts in words on the bottom border, or nothing without a split."""
+        split = self._split if self._sample is not None and self._sample.lost is None else None
+        legend = (None if split is None else
+                  memory.legend(split, max(8, (self.size.width or 60) - 4)))
+        if not same(legend, self._legend):
+            self._legend = legend
+            self.border_subtitle = legend
+
     def on_resize(self) -> None:
         self._strips.clear()
         self._graphs = [self._graph(y, self.size.width) for y in range(len(HISTORIES))]
         self._set_title()
+        self._set_legend()
 
     def on_click(self, event: Click) -> None:
         self.post_message(self.Clicked(self.index, event.chain))

@@ -12,10 +12,13 @@ from collections.abc import Mapping
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Vertical
+from textual.content import Content
 from textual.message import Message
 from textual.widget import Widget
 
+from gputop.memory_split import MemorySplit, memory_splits
 from gputop.model import Snapshot
+from gputop.ui import memory, styles
 from gputop.ui.history import GpuHistory
 from gputop.ui.widgets.gpu_card import CARD_HEIGHT, GpuCard
 from gputop.ui.widgets.gpu_row import GpuRow, header_line
@@ -44,6 +47,8 @@ class GpuPanel(Widget, can_focus=True):
     GpuPanel > #gpu-rows {
         height: auto;
     }
+    GpuPanel #gpu-split { display: none; }
+    GpuPanel.-split #gpu-split { display: block; }
     GpuPanel > #gpu-cards {
         height: auto;
         grid-size: 2;
@@ -87,9 +92,11 @@ class GpuPanel(Widget, can_focus=True):
         self._rows: dict[int, GpuRow] = {}
         self._cards: dict[int, GpuCard] = {}
         self._header = TextLine(id="gpu-header")
-        self._row_box = Vertical(self._header, id="gpu-rows")
+        self._split_line = TextLine(id="gpu-split")
+        self._row_box = Vertical(self._header, self._split_line, id="gpu-rows")
         self._card_box = Grid(id="gpu-cards")
         self._last: Snapshot | None = None
+        self._splits: dict[int, MemorySplit] = {}
 
     def compose(self) -> ComposeResult:
         yield self._row_box
@@ -123,15 +130,20 @@ class GpuPanel(Widget, can_focus=True):
         indices = tuple(d.index for d in snap.devices)
         if indices != self._indices:
             self._rebuild(indices)
+        self._splits = splits = memory_splits(snap)
+        self.set_class(bool(splits) and self.mode == COMPACT, "-split")
         for d in snap.devices:
+            split = splits.get(d.index)
             if self.mode == COMPACT:
                 row = self._rows.get(d.index)
                 if row is not None:
-                    row.update(d)
+                    row.update(d, split)
             else:
                 card = self._cards.get(d.index)
                 if card is not None:
-                    card.update(d, slow)
+                    card.update(d, slow, split)
+        if self.mode == COMPACT and splits:
+            self._show_split()
 
     def _rebuild(self, indices: tuple[int, ...]) -> None:
         # Happens once at start (and if a GPU appears or goes away for good): not per tick.
@@ -140,7 +152,7 @@ class GpuPanel(Widget, can_focus=True):
             widget.remove()
         self._rows = {i: GpuRow(i) for i in indices}
         self._cards = {i: GpuCard(i, self._histories[i]) for i in indices}
-        self._row_box.mount_all(self._rows.values())
+        self._row_box.mount_all(self._rows.values(), before=self._split_line)
         self._card_box.mount_all(self._cards.values())
         if self.selected not in indices:
             self.selected = indices[0] if indices else None
@@ -156,6 +168,23 @@ class GpuPanel(Widget, can_focus=True):
             row.select(i == self.selected)
         for i, card in self._cards.items():
             card.select(i == self.selected)
+        if self.mode == COMPACT and self._splits:
+            self._show_split()
+
+    def _show_split(self) -> None:
+        """Below the lines, the selected GPU's memory split in words: the legend of the bars."""
+        width = self.size.width or 80
+        split = self._splits.get(self.selected) if self.selected is not None else None
+        if split is not None:
+            head = f" GPU {self.selected} memory  "
+            line = Content.assemble((head, styles.LABEL),
+                                    memory.legend(split, width - len(head)))
+        else:
+            line = Content.assemble(
+                (" memory  ", styles.LABEL), memory.names(),
+                (f"  (GPU {self.selected}: no probe)" if self.selected is not None else "",
+                 styles.LABEL))
+        self._split_line.set(line)
 
     def action_move(self, down: int, right: int) -> None:
         if not self._indices or self.selected is None:
@@ -171,6 +200,8 @@ class GpuPanel(Widget, can_focus=True):
 
     def on_resize(self) -> None:
         self._header.set(header_line(self.size.width))
+        if self._splits:
+            self._show_split()
 
     def on_gpu_row_clicked(self, event: GpuRow.Clicked) -> None:
         self._clicked(event.index, event.chain)

@@ -14,10 +14,11 @@ from textual.content import Content
 from textual.events import Click
 from textual.message import Message
 
+from gputop.memory_split import MemorySplit
 from gputop.model import DeviceSample, Missing, value
-from gputop.ui import bars, styles
+from gputop.ui import bars, memory, styles
 from gputop.ui import format as fmt
-from gputop.ui.status import CROSS, Badge, badges, fraction
+from gputop.ui.status import CROSS, Badge, badges
 from gputop.ui.text import sanitize
 from gputop.ui.widgets.process_table import fit
 from gputop.ui.widgets.text_line import TextLine
@@ -89,7 +90,10 @@ def _head(index: int, name: str, width: int) -> str:
     return f" {index:>2} " + fit(" ".join(words), width) + " "
 
 
-def row_content(d: DeviceSample, width: int, found: list[Badge] | None = None) -> Content:
+def row_content(d: DeviceSample, width: int, found: list[Badge] | None = None,
+                split: MemorySplit | None = None) -> Content:
+    """The GPU's line; with a probe's split, the memory bar shows its parts (the legend is the
+    panel's line below the rows)."""
     lay = row_layout(width)
     head = _head(d.index, d.name, lay.name)
     if d.lost is not None:
@@ -99,7 +103,6 @@ def row_content(d: DeviceSample, width: int, found: list[Badge] | None = None) -
 
     util = value(d.util_gpu)
     util_frac = None if util is None else util / 100.0
-    mem_frac = fraction(d.mem_used, d.mem_total)
     total = value(d.mem_total)
     used = value(d.mem_used)
     if used is not None and total is not None:
@@ -117,8 +120,7 @@ def row_content(d: DeviceSample, width: int, found: list[Badge] | None = None) -
         *bars.meter_parts(util_frac, lay.bar, styles.UTIL),
         (f"{fmt.label(d.util_gpu, fmt.percent):>{UTIL_TEXT}} ",
          "" if util is not None else styles.MUTED),
-        *bars.memory_parts(mem_frac, fraction(d.mem_reserved, d.mem_total), lay.bar,
-                           bars.level_style(mem_frac, styles.MEMORY)),
+        *memory.bar_parts(d, lay.bar, split),
         (f"{mem_text:>{MEM_TEXT}} ", "" if used is not None else styles.MUTED),
         (f"{temp:>{TEMP_TEXT}}", temp_style(d) or _muted_if_missing(d.temp_gpu)),
         " ",
@@ -157,22 +159,23 @@ class GpuRow(TextLine):
         super().__init__(Content(f" {index:>2} …"), id=id)
         self.index = index
         self._sample: DeviceSample | None = None
+        self._split: MemorySplit | None = None
 
-    def update(self, d: DeviceSample) -> None:
-        """Show a sample; only the cells that changed are repainted."""
-        if d == self._sample:
+    def update(self, d: DeviceSample, split: MemorySplit | None = None) -> None:
+        """Show a sample and its memory split; only the cells that changed are repainted."""
+        if d == self._sample and split == self._split:
             return
-        self._sample = d
+        self._sample, self._split = d, split
         found = badges(d)
         self.set_class(bool(found) and found[0].severity == "critical", "-critical")
-        self.set(row_content(d, self.size.width or 80, found))
+        self.set(row_content(d, self.size.width or 80, found, split))
 
     def select(self, selected: bool) -> None:
         self.set_class(selected, "-selected")
 
     def on_resize(self) -> None:
         if self._sample is not None:
-            self.set(row_content(self._sample, self.size.width))
+            self.set(row_content(self._sample, self.size.width, split=self._split))
 
     def on_click(self, event: Click) -> None:
         self.post_message(self.Clicked(self.index, event.chain))

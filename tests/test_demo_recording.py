@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from gputop.memory_split import memory_splits
 from gputop.model import THROTTLE, DeviceSample, Missing, ProcessSample, Snapshot
 from gputop.recording import ReadResult, read_recording
 from gputop.replay import demo_path
@@ -204,3 +205,42 @@ def test_regenerating_the_demo_gives_the_same_file(tmp_path: Path) -> None:
     # Compare what was written, not how a given zlib build compressed it.
     assert gzip.decompress(out.read_bytes()) == gzip.decompress(shipped), (
         "the shipped demo is out of date: run `python tools/make_demo.py` and commit it")
+
+
+def test_every_rank_runs_the_probe_and_its_memory_splits_as_the_story_says(
+        snaps: list[Snapshot]) -> None:
+    ctx_nccl = 742 * MiB + 1280 * MiB  # CUDA context with cuBLAS, and NCCL's buffers
+    for s in snaps[30:]:
+        splits = memory_splits(s)
+        assert sorted(splits) == list(range(8))
+        for p in ranks(s):
+            probe = p.probe
+            assert probe is not None and probe.device == p.device_index
+            assert 0 < s.time - probe.ts < 1  # published within the last second
+            assert 0.69 <= probe.allocated / probe.reserved <= 0.81
+            assert probe.allocated <= probe.peak_allocated <= probe.reserved
+            assert (probe.num_alloc_retries, probe.num_ooms) == (0, 0)
+            (pm,) = splits[p.device_index].processes
+            assert pm.non_pytorch == ctx_nccl and pm.short == 0
+        assert splits[7].other == 3 * GiB  # the notebook runs no probe
+        assert all(splits[i].other == 0 for i in range(7))
+
+
+def test_the_probe_sees_the_loop_wait_for_its_batches_only_while_starved(
+        snaps: list[Snapshot]) -> None:
+    def waits(window: tuple[int, int]) -> list[float]:
+        return [p.probe.wait_frac for s in ticks(snaps, window) for p in ranks(s)]
+
+    assert min(waits((240, 330))) > 0.5  # once its last 50 steps are all starved ones
+    assert max(waits((70, 130))) < 0.02 and max(waits((400, 600))) < 0.02
+    assert max(waits((25, 70))) < 0.05  # warm-up gaps are the host compiling, not next()
+
+
+def test_gpu2s_leak_is_in_tensors_not_in_the_allocators_cache(snaps: list[Snapshot]) -> None:
+    def mean_split(window: tuple[int, int]) -> tuple[float, float]:
+        splits = [memory_splits(s)[2] for s in ticks(snaps, window)]
+        return (statistics.mean(x.allocated for x in splits),
+                statistics.mean(x.cached for x in splits))
+
+    (alloc0, cache0), (alloc1, cache1) = mean_split((520, 530)), mean_split((590, 600))
+    assert alloc1 - alloc0 > 2 * GiB and abs(cache1 - cache0) < GiB

@@ -26,11 +26,14 @@ DEMO = Path(str(files("gputop") / "data" / "demo-8xh100.jsonl.gz"))
 # condition is judged over a window, so a finding starts after its phase does.
 STORY = {
     **{("loader.starvation", i): (130, 190) for i in range(8)},  # starved 130-330
+    **{("loader.wait", i): (130, 160) for i in range(8)},  # the probe: ~57 % of each step
     ("thermal.sw", 5): (450, 500),  # hot 450-520
     ("job.straggler", 5): (450, 520),
     ("mem.growth", 2): (520, 600),  # leak 520-600
     ("nvlink.errors", 6): (0, 60),  # replays creep up throughout
 }
+# More than half of each step waiting for the batch is critical (rules/probe.py); the rest warn.
+CRITICAL = {"loader.wait"}
 
 
 @pytest.fixture(scope="module")
@@ -52,10 +55,11 @@ def test_the_demo_report_finds_exactly_the_story_and_nothing_in_the_healthy_phas
     assert set(found) == set(STORY)
     for key, (lo, hi) in STORY.items():
         assert lo <= found[key]["start"] - t0 <= hi, key
-        assert found[key]["severity"] == "warning"
+        assert found[key]["severity"] == ("critical" if key[0] in CRITICAL else "warning")
     for i in range(8):
-        end = found[("loader.starvation", i)]["end"]
-        assert end is not None and 330 <= end - t0 <= 400
+        for rule in ("loader.starvation", "loader.wait"):
+            end = found[(rule, i)]["end"]
+            assert end is not None and 330 <= end - t0 <= 400
     straggler_end = found[("job.straggler", 5)]["end"]
     assert straggler_end is not None and straggler_end - t0 <= 570
 
@@ -67,6 +71,17 @@ def test_the_demo_starvation_names_the_workers_and_suggests_num_workers(
     assert f["evidence"]["workers"] == 6 and f["evidence"]["worker_cpu_pct"] >= 95
     assert "6 DataLoader workers of PID 2210434 `train.py`" in f["title"]
     assert "CPU-bound" in f["cause"] and "num_workers" in f["fix"]
+
+
+def test_the_demo_probe_measures_the_wait_that_nvml_can_only_infer(
+        demo: dict[str, Any]) -> None:
+    by = {(f["id"], f["device"]): f for f in demo["findings"]}
+    for i in range(8):
+        wait, starved = by[("loader.wait", i)], by[("loader.starvation", i)]
+        assert wait["pid"] == 2210431 + i
+        assert 0.5 < wait["evidence"]["wait_frac"] < 0.65
+        assert wait["start"] < starved["start"]  # measured in the loop: no need to infer it
+        assert "CPU-bound" in wait["cause"]  # the workers are pegged
 
 
 def test_the_demo_thermal_leak_and_nvlink_findings_carry_their_numbers(

@@ -19,8 +19,13 @@ How a tick is made:
 * Temperature follows power with thermal inertia (first-order lag). When a GPU nears 87 C the
   driver's software slowdown lowers its clock limit (`sw_thermal`). Cumulative counters (energy,
   throttle time, NVLink replays) only grow.
-* Processes: NVML memory is allocator reserved + CUDA context; host CPU per core follows the
-  processes' CPU, and PSI and load average are the kernel's moving averages of it.
+* Processes: NVML memory is allocator reserved + NCCL buffers + CUDA context; host CPU per core
+  follows the processes' CPU, and PSI and load average are the kernel's moving averages of it.
+* Each rank runs the in-process probe (`python -m gputop.probe`), published once a second at its
+  own phase: PyTorch's allocated memory (~70-80 % of reserved between and inside steps, per-step
+  peaks ~93-95 %), and the steps with the time each waited in `next()` on its DataLoader. The
+  probe's numbers come from their own seeded generator, so the NVML side is the same with or
+  without them.
 
 Story (tick = 1 s):
 
@@ -35,7 +40,8 @@ Story (tick = 1 s):
 | 330-450 | steady   | as before                                                                 |
 | 450-520 | hot      | GPU 5 cooling degrades: 86-88 C, margin ~0, `sw_thermal`, SM ~1100 MHz;   |
 |         |          | it is the straggler, the other ranks wait in NCCL (util, power dip)       |
-| 520-600 | leak     | steady again; GPU 2's training process grows ~40 MiB/s                    |
+| 520-600 | leak     | steady again; GPU 2's training process grows ~40 MiB/s: the probe shows   |
+|         |          | it as allocated tensors (the cache stays as it was), no allocator retries |
 
 Throughout: GPU 6 NVLink 11 replay counter creeps up; a Jupyter kernel (docker) idles on GPU 7.
 
@@ -61,6 +67,7 @@ from gputop.model import (
     JobInfo,
     LinkSample,
     Missing,
+    ProbeStats,
     ProcessSample,
     Snapshot,
     SystemInfo,
@@ -117,6 +124,12 @@ RESERVED_GIB = (68.1, 63.2, 62.4, 65.3, 61.7, 64.2, 63.0, 63.6)  # allocator res
 CONTEXT_EMPTY, CONTEXT_LOADED = 612 * MiB, 742 * MiB  # CUDA context before / after cuBLAS loads
 LEAK_CHUNK = 20 * MiB  # 2 chunks a second on average: ~40 MiB/s
 ALICE_PID, ALICE_MEM = 1_187_334, 3 * GiB
+
+# The in-process probe in each rank (the notebook on GPU 7 runs none).
+PROBE_SEED = SEED + 1
+NCCL_BUFFERS = 1280 * MiB  # NCCL's buffers (NVLS on NVSwitch): in NVML's figure, not PyTorch's
+NCCL_INIT = 14  # created by the first collective, FSDP's first all-gather
+PROBE_STEPS = 50  # step time and loader wait cover the probe's last 50 steps
 
 # The host.
 HOSTNAME = "dgx-h100-07"
@@ -529,7 +542,8 @@ def workers(rs: RankState, phase: str, t: int, rng: random.Random) -> tuple[Chil
                               rs.worker_rss[k]) for k in range(WORKERS))
 
 
-def rank_process(rs: RankState, t: int, act: Activity, rng: random.Random) -> ProcessSample:
+def rank_process(rs: RankState, t: int, act: Activity, rng: random.Random,
+                 probe: ProbeStats | None = None) -> ProcessSample:
     phase = phase_at(t)
     context = CONTEXT_EMPTY if t < WEIGHT_COPY[1] else CONTEXT_LOADED
     spin = SYNC_BUSY * act.sync
@@ -541,7 +555,7 @@ def rank_process(rs: RankState, t: int, act: Activity, rng: random.Random) -> Pr
         cmdline=("/usr/bin/python3", "-u", "train.py", "--config", "configs/llama-8b.yaml",
                  f"--local_rank={rs.rank}"),
         cpu_percent=main_cpu(phase, act, rng), rss=rs.rss, create_time=START - 6.2,
-        job=JOB, children=workers(rs, phase, t, rng),
+        job=JOB, children=workers(rs, phase, t, rng), probe=probe,
     )
 
 
@@ -560,6 +574,75 @@ def alice_process(container_id: str, rng: random.Random) -> ProcessSample:
         create_time=START - 3 * 3600 - 1234.5,
         job=JobInfo(container_id=container_id, container_runtime="docker"),
     )
+
+
+# ----------------------------------------------------------------------------------------------
+# The in-process probe
+
+
+@dataclass(frozen=True)
+class ProbedStep:
+    start: float  # the loop asked for the batch
+    loader_end: float  # the batch arrived
+    end: float  # the loop asks for the next one
+
+
+class Probes:
+    """What `gputop.probe` publishes in each rank: the allocator's memory and the training loop.
+
+    Every rank runs the same steps (FSDP keeps them in lock step), so one log of steps serves
+    all; each rank publishes at its own phase within the second. In the warm-up only the first
+    step waits for its batch: after it the workers' prefetch queue is full, and the gaps
+    between steps are the host compiling and autotuning, not `next()`."""
+
+    def __init__(self) -> None:
+        self.rng = random.Random(PROBE_SEED)
+        self.offsets = [round(self.rng.uniform(0.05, 0.95), 3) for _ in range(N_GPUS)]
+        self.steps: list[ProbedStep] = []
+
+    def observe(self, timeline: Timeline) -> None:
+        last = self.steps[-1].start if self.steps else -1.0
+        for s in timeline.steps:
+            if s.start > last:
+                first = not self.steps
+                waits = first or phase_at(s.start) != "warmup"
+                self.steps.append(ProbedStep(s.start, s.compute_start if waits else s.start,
+                                             s.end))
+
+    def stats(self, rs: RankState, t: int, act: Activity) -> ProbeStats:
+        ts = t - self.offsets[rs.rank]
+        done = [s for s in self.steps[-PROBE_STEPS - 4:] if s.end <= ts][-PROBE_STEPS:]
+        count = sum(1 for s in self.steps if s.end <= ts)
+        wall = sum(s.end - s.start for s in done)
+        wait = sum(s.loader_end - s.start for s in done)
+        stalled = next((ts - s.start for s in self.steps[-3:] if s.start <= ts < s.loader_end),
+                       0.0)
+        step_time = wall / len(done) if done else None
+        wall, wait = wall + stalled, wait + stalled
+        return ProbeStats(
+            ts=round(START + ts, 3), device=rs.rank, **self._memory(rs, t, act),
+            steps=count, step_time_s=None if step_time is None else round(step_time, 4),
+            loader_wait_s=round(wait, 4),
+            wait_frac=round(min(1.0, wait / wall), 4) if wall > 0 else None)
+
+    def _memory(self, rs: RankState, t: int, act: Activity) -> dict[str, int]:
+        """PyTorch's allocator: NVML's reserve less NCCL's buffers; a leak is in tensors."""
+        rng = self.rng
+        reserved = rs.reserved - (NCCL_BUFFERS if t >= NCCL_INIT else 0)
+        leaked = max(0, rs.reserved - rs.target) if t >= 30 else 0
+        steady = reserved - leaked
+        # Weights, gradients and optimizer states between steps; activations inside one.
+        share = rng.uniform(0.74, 0.80) if act.running else rng.uniform(0.70, 0.72)
+        allocated = int(quantize(steady * share, 512)) + leaked
+        peak = int(quantize(steady * rng.uniform(0.925, 0.955), 512)) + leaked
+        active = min(reserved, allocated + int(quantize(allocated * rng.uniform(0.002, 0.006),
+                                                         512)))
+        return {
+            "allocated": allocated, "reserved": reserved, "active": active,
+            "inactive_split": int(quantize((reserved - active) * rng.uniform(0.08, 0.2), 512)),
+            "peak_allocated": max(allocated, peak) if act.compute > 0 else allocated,
+            "peak_reserved": reserved, "num_alloc_retries": 0, "num_ooms": 0,
+        }
 
 
 # ----------------------------------------------------------------------------------------------
@@ -641,6 +724,7 @@ class DemoNode:
         self.container_id = f"{rng.getrandbits(256):064x}"
         self.host = HostState()
         self.timeline = Timeline(rng)
+        self.probes = Probes()
         self.replays = 4
         self.topology = topology()
         self.system = SystemInfo(
@@ -657,10 +741,11 @@ class DemoNode:
         rng = self.rng
         self.timeline.advance(float(t), self.straggle())
         acts = [self.timeline.activity(i, float(t)) for i in range(N_GPUS)]
+        self.probes.observe(self.timeline)
         procs: list[ProcessSample] = []
         for rs, act in zip(self.ranks, acts):
             grow_memory(rs, t, rng)
-            procs.append(rank_process(rs, t, act, rng))
+            procs.append(rank_process(rs, t, act, rng, self.probes.stats(rs, t, act)))
         procs.append(alice_process(self.container_id, rng))
         if rng.random() < 0.05:
             self.replays += 1

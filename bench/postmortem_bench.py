@@ -1,0 +1,132 @@
+"""Postmortem figures for a day-long recording: its size, the time to write it, and what
+`gputop report` costs over it (wall time and peak memory).
+
+    python bench/postmortem_bench.py              # 24 h of an 8-GPU node at 1 Hz
+    python bench/postmortem_bench.py --hours 1    # quicker
+    python bench/postmortem_bench.py --keep run.gputop   # keep the recording
+
+The day is the bundled demo's ten minutes played over and over (each pass retimed, with its
+processes running on and a little noise on the device readings so no two passes are the same),
+written through RecordingWriter as `gputop --record` would, then reported on by
+`gputop report` in a child process, as a user would run it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from gputop.model import DeviceSample, Missing, Snapshot
+from gputop.recording import RecordingWriter, read_recording
+from gputop.replay import demo_path
+
+
+def jitter(d: DeviceSample, rng: random.Random) -> DeviceSample:
+    """The same GPU with a little noise on its readings."""
+    changes: dict[str, float] = {}
+    for name, spread, lo, hi in (("util_gpu", 2.0, 0.0, 100.0), ("power_draw", 8.0, 0.0, 1e4),
+                                 ("temp_gpu", 1.0, 0.0, 200.0), ("gr_active", 2.0, 0.0, 100.0)):
+        v = getattr(d, name)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            nv = min(hi, max(lo, v + rng.uniform(-spread, spread)))
+            changes[name] = round(nv) if isinstance(v, int) else round(nv, 1)
+    return dataclasses.replace(d, **changes)
+
+
+def retimed(s: Snapshot, offset: float, rng: random.Random) -> Snapshot:
+    procs = []
+    for p in s.processes:
+        if p.probe is not None:  # the probe's payload carries its own time
+            p = dataclasses.replace(p, probe=dataclasses.replace(p.probe, ts=p.probe.ts + offset))
+        procs.append(p)
+    return dataclasses.replace(s, time=s.time + offset, processes=tuple(procs),
+                               devices=tuple(jitter(d, rng) for d in s.devices))
+
+
+def day(demo: list[Snapshot], ticks: int, seed: int = 7) -> Iterator[Snapshot]:
+    """`ticks` Snapshots, one a second: the demo over and over."""
+    rng = random.Random(seed)
+    period = demo[-1].time - demo[0].time + (demo[1].time - demo[0].time)
+    for i in range(ticks):
+        n, k = divmod(i, len(demo))
+        yield retimed(demo[k], n * period, rng)
+
+
+def write(path: Path, demo: list[Snapshot], ticks: int) -> float:
+    start = time.perf_counter()
+    with RecordingWriter(path, meta={"synthetic": True, "bench": "postmortem"}) as w:
+        for s in day(demo, ticks):
+            w.write(s)
+    return time.perf_counter() - start
+
+
+def report(path: Path, *extra: str) -> tuple[float, float, str]:
+    """(wall s, peak RSS MiB, first lines) of `gputop report` over the recording."""
+    start = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "gputop", "report", str(path), *extra],
+                       capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    if r.returncode != 0:
+        raise SystemExit(f"gputop report failed: {r.stderr.strip()}")
+    # ru_maxrss of the children so far: kilobytes on Linux. The first child is the biggest.
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return wall, peak, "\n".join(r.stdout.splitlines()[:2])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--hours", type=float, default=24.0, help="length of the recording (24)")
+    ap.add_argument("--keep", metavar="PATH", help="keep the recording at PATH")
+    ap.add_argument("--recording", metavar="PATH",
+                    help="report on this recording (one this bench kept) instead of writing one")
+    ap.add_argument("--html", action="store_true", help="also time report --html")
+    args = ap.parse_args()
+
+    demo = read_recording(demo_path()).snapshots
+    gpus = len(demo[0].devices)
+    ticks = int(args.hours * 3600)
+    missing = sum(isinstance(p.create_time, Missing) for p in demo[0].processes)
+    tmp = Path(tempfile.mkdtemp(prefix="gputop-bench-"))
+    try:
+        path = tmp / "day.gputop"
+        print(f"recording: {ticks} ticks ({args.hours:g} h at 1 Hz), {gpus} GPUs, "
+              f"{len(demo[0].processes)} processes ({missing} without a start time), "
+              f"{len(demo[0].links)} links", flush=True)
+        if args.recording:
+            path = Path(args.recording)
+        else:
+            wrote = write(path, demo, ticks)
+            print(f"write:     {wrote:.1f} s ({wrote / ticks * 1e3:.2f} ms a tick)")
+        size = path.stat().st_size
+        gpu_days = gpus * args.hours / 24
+        print(f"size:      {size / 1e6:.1f} MB, {size / gpu_days / 1e6:.2f} MB per GPU-day, "
+              f"{size / ticks:.0f} B a tick")
+        wall, peak, head = report(path)
+        print(f"report:    {wall:.1f} s wall ({wall / ticks * 1e3:.2f} ms a tick), "
+              f"peak RSS {peak:.0f} MiB")
+        if args.html:
+            out = tmp / "day.html"
+            wall, _, _ = report(path, "--html", str(out))
+            print(f"report --html: {wall:.1f} s wall, {out.stat().st_size / 1e6:.2f} MB page")
+        print(head)
+        if args.keep and not args.recording:
+            shutil.copyfile(path, args.keep)
+            print(f"kept:      {args.keep}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    sys.exit(main())

@@ -120,7 +120,7 @@ SYNC_BUSY = 0.6  # share of an NCCL wait that NVML counts as busy (kernel spinni
 # The job.
 JOB = JobInfo(slurm_job_id="48213")
 RANK_PID0, WORKER_PID0, WORKERS = 2_210_431, 2_211_540, 6
-RESERVED_GIB = (68.1, 63.2, 62.4, 65.3, 61.7, 64.2, 63.0, 63.6)  # allocator reserved, steady
+RESERVED_GIB = (68.1, 63.2, 62.4, 65.3, 61.7, 64.2, 63.0, 63.6)  # allocator + NCCL, steady
 CONTEXT_EMPTY, CONTEXT_LOADED = 612 * MiB, 742 * MiB  # CUDA context before / after cuBLAS loads
 LEAK_CHUNK = 20 * MiB  # 2 chunks a second on average: ~40 MiB/s
 ALICE_PID, ALICE_MEM = 1_187_334, 3 * GiB
@@ -471,7 +471,7 @@ def topology() -> Topology:
 @dataclass
 class RankState:
     rank: int
-    reserved: int  # allocator reserved, bytes
+    reserved: int  # allocator reserved + NCCL buffers, bytes
     target: int  # reserved once training runs
     rss: int
     rss_target: int
@@ -612,7 +612,7 @@ class Probes:
     def stats(self, rs: RankState, t: int, act: Activity) -> ProbeStats:
         ts = t - self.offsets[rs.rank]
         done = [s for s in self.steps[-PROBE_STEPS - 4:] if s.end <= ts][-PROBE_STEPS:]
-        count = sum(1 for s in self.steps if s.end <= ts)
+        count = len(self.steps) - sum(1 for s in self.steps[-4:] if s.end > ts)
         wall = sum(s.end - s.start for s in done)
         wait = sum(s.loader_end - s.start for s in done)
         stalled = next((ts - s.start for s in self.steps[-3:] if s.start <= ts < s.loader_end),

@@ -20,8 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gputop.model import ProbeStats, ProcessSample, Snapshot, value
+from gputop.probe_reader import STALE_AFTER_S
 
-MAX_PROBE_AGE_S = 5.0  # as the probe reader: older payloads belong to a hung or gone process
+MAX_PROBE_AGE_S = STALE_AFTER_S  # as the probe reader: older payloads are a hung or gone process
 MiB = 1 << 20
 
 

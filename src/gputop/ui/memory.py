@@ -1,6 +1,6 @@
 """The memory split (gputop.memory_split) drawn: a bar of four segments and its legend in words.
 
-    ▕████████▓▓▓░ ▒ ▏   █ alloc 47.2  ▓ cache 15.1  ░ ctx+nccl 1.9 GiB
+    ▕████████▓▓▓░▒ ▏   █ alloc 47.2  ▓ cache 15.1  ░ ctx+nccl 1.9 GiB
 
 Each part has its own glyph as well as its own colour, so the bar reads under NO_COLOR and on
 16-colour terminals; the legend names each glyph. Pure: Content in, Content out."""
@@ -51,8 +51,8 @@ def cells(fractions: Sequence[float], width: int) -> list[int]:
     return out
 
 
-def split_parts(split: MemorySplit, width: int, reserved: float | None, base: str,
-                reserved_style: str = "$foreground-muted") -> list[bars.Part]:
+def split_parts(split: MemorySplit, width: int, reserved: float | None,
+                base: str) -> list[bars.Part]:
     """The framed bar: the four parts (fractions of total), the driver's reserve (▒), free."""
     total = float(split.total) or 1.0
     runs = cells([part / total for part in split.parts], width)
@@ -62,7 +62,7 @@ def split_parts(split: MemorySplit, width: int, reserved: float | None, base: st
             parts.append((glyph * n, style))
     room = width - sum(runs)
     rsv = min(room, max(1, round(reserved * width))) if reserved else 0
-    parts += [(bars.RESERVED * rsv, reserved_style), (" " * (room - rsv), ""),
+    parts += [(bars.RESERVED * rsv, styles.MUTED), (" " * (room - rsv), ""),
               (bars.RIGHT, bars.FRAME_STYLE)]
     return parts
 

@@ -469,6 +469,8 @@ def _unplain(name: str, v: Any) -> Any:
 # a tick at a time, tens of thousands of ticks, and this is where reading spends its time.
 _PLAIN, _MEASURED, _LOST, _NESTED, _ROWS = range(5)
 _PLANS: dict[type, dict[str, tuple[int, Any]]] = {}
+# Classes whose fields are all values (no nested objects): their names, else None.
+_FLAT: dict[type, frozenset[str] | None] = {}
 _MISSING: dict[tuple[Any, ...], Missing] = {}  # the same few reasons over and over
 
 
@@ -488,6 +490,8 @@ def _plan(cls: type) -> dict[str, tuple[int, Any]]:
             else:
                 plan[name] = (_MEASURED if name in measured else _PLAIN, None)
         _PLANS[cls] = plan
+        flat = all(how[0] <= _MEASURED for how in plan.values())
+        _FLAT[cls] = frozenset(plan) if flat else None
     return plan
 
 
@@ -508,6 +512,10 @@ def _missing(d: Mapping[str, Any]) -> Missing:
 def from_dict(cls: type[T], d: Mapping[str, Any], decoded: Mapping[str, Any] | None = None) -> T:
     """`cls` from its JSON shape; `decoded` holds fields the caller has already built."""
     plan = _plan(cls)
+    flat = _FLAT[cls]
+    if (flat is not None and not decoded and flat.issuperset(d) and None not in d.values()
+            and list not in map(type, d.values())):
+        return cls(**d)  # the common case, a NVLink link a tick: every value as it is
     kwargs: dict[str, Any] = dict(decoded) if decoded else {}
     for name, v in d.items():
         how = plan.get(name)

@@ -275,34 +275,56 @@ def replay_main(argv: Sequence[str]) -> int:
                                 description="Play a recording in the dashboard.")
     p.add_argument("file")
     p.add_argument("--interval", type=_positive, default=1.0, metavar="SECONDS",
-                   help="seconds between ticks on screen (default 1; 0.1 plays 10x faster)")
+                   help="seconds a tick lasts on screen at 1x (default 1); + and - change the "
+                        "speed while playing")
     p.add_argument("--once", action="store_true", help="print the last snapshot and exit")
     p.add_argument("--json", action="store_true", help="with --once: as JSON")
+    p.add_argument("--follow", action="store_true",
+                   help="the recording is still being written: start at its newest tick and "
+                        "show new ticks as they are appended")
+    p.add_argument("--paused", action="store_true", help="start paused (space plays)")
     p.add_argument("--no-mouse", action="store_true")
     p.add_argument("--ansi", action="store_true")
     args = p.parse_args(argv)
-    from gputop.replay import RecordingFeed
+    from gputop.recording_index import RecordingIndex
     from gputop.show.table import render
 
-    feed = RecordingFeed.from_file(args.file, loop=False, retime=False)
-    if feed.warning:
-        print(f"gputop: warning: {feed.warning}", file=sys.stderr)
+    index = RecordingIndex(args.file, follow=args.follow)
+    if index.ticks == 0 and not args.follow:
+        index.close()
+        raise RecordingError(f"{args.file}: the recording holds no snapshots")
     if args.once or args.json or not sys.stdout.isatty():
-        feed.skip(len(feed.snapshots))
-        snap = feed.poll_once()
+        if index.warning:
+            print(f"gputop: warning: {index.warning}", file=sys.stderr)
+        try:
+            if index.ticks == 0:
+                raise RecordingError(f"{args.file}: the recording holds no snapshots yet")
+            reader = index.reader()
+            snap = reader.snapshot(index.ticks - 1)
+            reader.close()
+        finally:
+            index.close()
         if args.json:
             json.dump(snap.to_dict(), sys.stdout, indent=2, ensure_ascii=False)
             sys.stdout.write("\n")
         else:
             sys.stdout.write(render(snap))
         return 0
+    from gputop.replay_control import ReplayFeed
     from gputop.ui.app import GputopApp
 
-    diagnosed = with_diagnostics(feed)
-    app = GputopApp(diagnosed, interval=args.interval, readonly=True, mouse=not args.no_mouse,
-                    ansi=args.ansi, title_suffix=f" (replay of {os.path.basename(args.file)})")
-    diagnosed.listener = app.set_findings
-    app.run(mouse=not args.no_mouse)
+    feed = ReplayFeed(index, follow=args.follow, paused=args.paused)
+    name = os.path.basename(args.file)
+    name = name if len(name) <= 24 else name[:23] + "…"
+    try:
+        app = GputopApp(feed, interval=args.interval, readonly=True, mouse=not args.no_mouse,
+                        ansi=args.ansi, title_suffix=f"  {name}", replay=feed)
+        app.run(mouse=not args.no_mouse)
+    finally:
+        feed.close()
+        index.close()
+    if index.warning:
+        print(f"gputop: warning: {index.warning}", file=sys.stderr)
     return 0
 
 

@@ -11,22 +11,27 @@ import os
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from textual.app import App
 from textual.binding import Binding
+from textual.widgets import Input
 
-from gputop.model import ProcessSample, Snapshot
+from gputop.model import DeviceSample, ProcessSample, Snapshot
 from gputop.ui.history import GpuHistory
-from gputop.ui.keys import APP_KEYS
+from gputop.ui.keys import APP_KEYS, REPLAY_KEYS, Key
 from gputop.ui.kill import KillPolicy, Terminator
 from gputop.ui.screens.dashboard import APP_ACTIONS, DashboardScreen
 from gputop.ui.screens.detail import DetailScreen
 from gputop.ui.screens.help import HelpScreen
 from gputop.ui.screens.kill import KillScreen
+from gputop.ui.screens.replay import ReplayDashboardScreen, SeekScreen
 from gputop.ui.screens.topology import TopologyScreen
 from gputop.ui.text import sanitize
 from gputop.ui.widgets.status_header import ENDED, FAILED
+
+if TYPE_CHECKING:
+    from gputop.replay_control import HistoryEdit, ReplayFeed
 
 
 class Feed(Protocol):
@@ -42,20 +47,29 @@ OUTCOMES = {
 }
 
 
+def _replay_binding(k: Key) -> Binding:
+    # Home and End are taken before the process list (which would go to its first or last row).
+    priority = k.action == "replay_jump(0)" or k.action == "replay_jump(1)"
+    return Binding(k.keys, k.action or "", k.description, show=k.show, priority=priority,
+                   group=Binding.Group(k.group) if k.group else None)
+
+
 class GputopApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "gputop"
     ENABLE_COMMAND_PALETTE = False
     BINDINGS = [
-        Binding(k.keys, k.action, k.description, show=k.show)
-        for k in APP_KEYS if k.action in APP_ACTIONS
+        *(Binding(k.keys, k.action, k.description, show=k.show)
+          for k in APP_KEYS if k.action in APP_ACTIONS),
+        *(_replay_binding(k) for k in REPLAY_KEYS),
     ]
 
     def __init__(self, feed: Feed | None, *, interval: float = 1.0, readonly: bool = False,
                  mouse: bool = True, ansi: bool = False, title_suffix: str = "",
                  clock: Callable[[], float] = time.time, table_interval: float = 2.0,
                  kill_policy: KillPolicy | None = None,
-                 terminator: Terminator | None = None) -> None:
+                 terminator: Terminator | None = None, replay: ReplayFeed | None = None) -> None:
+        """`replay`: the feed of `gputop replay`, whose keys then work (it is also `feed`)."""
         # ansi_color must be known at construction: it picks the NO_COLOR filter that keeps the
         # terminal's own 16 colours (instead of a greyscale conversion of RGB).
         super().__init__(ansi_color=True if ansi else None)
@@ -75,9 +89,13 @@ class GputopApp(App[None]):
         self.histories: dict[int, GpuHistory] = {}
         self.snapshot: Snapshot | None = None
         self.messages: deque[str] = deque(maxlen=50)  # what was said to the user, newest last
-        self.dashboard = DashboardScreen(clock=clock, interval=interval, suffix=title_suffix,
-                                         table_interval=table_interval,
-                                         histories=self.histories)
+        self.replay = replay
+        if replay is not None:
+            replay.view = self
+        screen = DashboardScreen if replay is None else ReplayDashboardScreen
+        self.dashboard = screen(clock=clock, interval=interval, suffix=title_suffix,
+                                table_interval=table_interval, histories=self.histories,
+                                position=replay.status if replay else None)
 
     def get_default_screen(self) -> DashboardScreen:
         return self.dashboard
@@ -87,6 +105,8 @@ class GputopApp(App[None]):
         return super().run(mouse=self.mouse if mouse is None else mouse, **kwargs)
 
     def on_mount(self) -> None:
+        if self.replay is not None and self.replay.warning:
+            self.add_warning(self.replay.warning)
         if self.feed is not None:
             self.run_worker(self._consume(), name="feed", group="feed", exclusive=True,
                             exit_on_error=False)
@@ -126,6 +146,34 @@ class GputopApp(App[None]):
     def set_findings(self, findings: Iterable[Any]) -> None:
         """Show diagnostics findings (objects with .severity, .title, .detail); [] hides them."""
         self.dashboard.set_findings(findings)
+        if self.replay is not None:
+            self.dashboard.header.tick()  # no longer "diagnosing"
+
+    def add_warning(self, text: str) -> None:
+        """A warning line of the app's own, above the snapshot's."""
+        self.dashboard.add_warning(text)
+
+    def edit_history(self, edit: HistoryEdit) -> None:
+        """A replay moved other than one tick forward: make the graphs lead up to where it is."""
+        if edit.clear or edit.drop:
+            for history in self.histories.values():
+                history.drop(None if edit.clear else edit.drop)
+        for devices in edit.push:
+            for d in devices:
+                history = self.histories.get(d.index)
+                if history is None:
+                    history = self.histories[d.index] = GpuHistory()
+                history.push(d)
+        if edit.prepend:
+            older: dict[int, list[DeviceSample]] = {}
+            for devices in edit.prepend:
+                for d in devices:
+                    older.setdefault(d.index, []).append(d)
+            for index, samples in older.items():
+                if index in self.histories:
+                    self.histories[index].prepend(samples)
+            if self.snapshot is not None:
+                self.dashboard.apply_snapshot(self.snapshot)  # redraw the graphs
 
     def say(self, message: str, severity: str = "information") -> None:
         """Tell the user something, as text (never markup)."""
@@ -137,7 +185,47 @@ class GputopApp(App[None]):
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            self.push_screen(HelpScreen(replay=self.replay is not None))
+
+    # -- replay ---------------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action.startswith("replay_"):
+            if self.replay is None:
+                return False  # not bound, not in the footer
+            if action == "replay_jump" and isinstance(self.focused, Input):
+                return False  # Home and End move the cursor of a text field
+        return True
+
+    def action_replay_pause(self) -> None:
+        self._replay_moved(lambda c: c.toggle_pause())
+
+    def action_replay_step(self, n: int) -> None:
+        self._replay_moved(lambda c: c.step(n))
+
+    def action_replay_speed(self, step: int) -> None:
+        self._replay_moved(lambda c: c.faster() if step > 0 else c.slower())
+
+    def action_replay_jump(self, end: int) -> None:
+        self._replay_moved(lambda c: c.to_end() if end else c.to_start())
+
+    def action_replay_seek(self) -> None:
+        replay = self.replay
+        if replay is None or isinstance(self.screen, SeekScreen):
+            return
+
+        def chosen(tick: int | None) -> None:
+            if tick is not None:
+                self._replay_moved(lambda c: c.seek(tick))
+
+        self.push_screen(SeekScreen(replay.control), chosen)
+
+    def _replay_moved(self, change: Callable[[Any], None]) -> None:
+        if self.replay is None:
+            return
+        change(self.replay.control)
+        self.replay.wake()
+        self.dashboard.header.tick()
 
     def open_detail(self, index: int) -> None:
         screen = DetailScreen(index, self.histories)
@@ -172,3 +260,4 @@ class GputopApp(App[None]):
         self.say(OUTCOMES[outcome].format(pid=proc.pid),
                  "information" if outcome in ("exited", "killed", "gone") else "warning")
         return outcome
+

@@ -27,6 +27,25 @@ class GpuHistory:
         self.mem.append(_num(d.mem_used, d))
         self.power.append(_num(d.power_draw, d))
 
+    def prepend(self, older: list[DeviceSample]) -> None:
+        """Takes values from before the oldest one held (oldest first), as many as fit."""
+        room = (self.util.maxlen or len(older)) - len(self.util)
+        for d in reversed(older[-room:] if room > 0 else []):
+            self.util.appendleft(_num(d.util_gpu, d))
+            self.mem.appendleft(_num(d.mem_used, d))
+            self.power.appendleft(_num(d.power_draw, d))
+        self.ticks += 2  # see drop
+
+    def drop(self, n: int | None = None) -> None:
+        """Forgets the newest `n` values (all with None): a replay went back in time."""
+        for values in (self.util, self.mem, self.power):
+            if n is None or n >= len(values):
+                values.clear()
+            else:
+                for _ in range(n):
+                    values.pop()
+        self.ticks += 2  # not one more than a graph last drew, so it redraws instead of shifting
+
 
 def _num(v: object, d: DeviceSample) -> float | None:
     if d.lost is not None or isinstance(v, Missing) or v is None:

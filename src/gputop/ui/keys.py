@@ -15,6 +15,7 @@ class Key:
     help: str  # one line, for the help screen
     show: bool = False  # in the footer
     display: str = ""  # how the help screen writes the key
+    group: str = ""  # keys with the same group share one footer entry
 
 
 APP_KEYS: tuple[Key, ...] = (
@@ -34,6 +35,26 @@ APP_KEYS: tuple[Key, ...] = (
     Key("t", "topology", "Topology", "NVLink / xGMI topology and links", show=True),
     Key("v", "layout", "Layout", "layout: auto, one line per GPU, cards"),
     Key("tab", None, "", "move between the GPUs and the processes", display="Tab"),
+)
+
+# Only in `gputop replay`. Home and End also work while the process list has the focus (there
+# they would otherwise go to its first and last row).
+REPLAY_KEYS: tuple[Key, ...] = (
+    Key("space", "replay_pause", "Play/pause", "pause / play the recording", show=True,
+        display="Space"),
+    Key("comma", "replay_step(-1)", "Back", "one tick back (pauses)", show=True, display=",",
+        group="Step"),
+    Key("full_stop", "replay_step(1)", "Forward", "one tick forward (pauses)", show=True,
+        display=".", group="Step"),
+    Key("minus", "replay_speed(-1)", "Slower", "play slower (down to 0.25x)", show=True,
+        display="-", group="Speed"),
+    Key("plus,equals_sign", "replay_speed(1)", "Faster", "play faster (up to 64x)", show=True,
+        display="+", group="Speed"),
+    Key("g", "replay_seek", "Go to", "go to a time (10:04:20), an offset (-5m, +90s) or a "
+        "tick (260)", show=True),
+    Key("home", "replay_jump(0)", "Start", "go to the start of the recording", display="Home"),
+    Key("end", "replay_jump(1)", "End", "go to the end (with --follow: live again, the newest "
+        "tick and on)", display="End"),
 )
 
 OTHER_KEYS: tuple[tuple[str, str], ...] = (

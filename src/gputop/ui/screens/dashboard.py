@@ -67,12 +67,13 @@ class DashboardScreen(Screen[None]):
     ]
 
     def __init__(self, *, clock: Callable[[], float], interval: float, suffix: str,
-                 table_interval: float, histories: Mapping[int, GpuHistory]) -> None:
+                 table_interval: float, histories: Mapping[int, GpuHistory],
+                 position: Callable[[float], str] | None = None) -> None:
         super().__init__()
         self._table_interval = table_interval
         self._next_table = 0.0
         self.snapshot: Snapshot | None = None
-        self.header = StatusHeader(clock, interval, suffix, id="header")
+        self.header = StatusHeader(clock, interval, suffix, position=position, id="header")
         self.warnings = WarningBar(id="warnings")
         self.gpus = GpuPanel(histories, id="gpus")
         self.findings = FindingsPanel(id="findings")

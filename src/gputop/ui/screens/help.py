@@ -10,15 +10,19 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from gputop.ui import styles
-from gputop.ui.keys import APP_KEYS, LEGEND, OTHER_KEYS
+from gputop.ui.keys import APP_KEYS, LEGEND, OTHER_KEYS, REPLAY_KEYS
 
 
-def help_content() -> Content:
+def help_content(replay: bool = False) -> Content:
     rows: list[tuple[str, str]] = [(k.display or k.keys, k.help) for k in APP_KEYS]
     rows += list(OTHER_KEYS)
-    width = max(len(k) for k, _ in [*rows, *LEGEND]) + 2
+    replay_rows = [(k.display or k.keys, k.help) for k in REPLAY_KEYS] if replay else []
+    width = max(len(k) for k, _ in [*rows, *replay_rows, *LEGEND]) + 2
     lines = [Content("Keys").stylize("bold $accent")]
     lines += [Content.assemble((k.ljust(width), "bold"), (h, "")) for k, h in rows]
+    if replay_rows:
+        lines += [Content(""), Content("Replay").stylize("bold $accent")]
+        lines += [Content.assemble((k.ljust(width), "bold"), (h, "")) for k, h in replay_rows]
     lines += [Content(""), Content("On the dashboard").stylize("bold $accent")]
     lines += [Content.assemble((k.ljust(width), "bold"), (h, styles.LABEL)) for k, h in LEGEND]
     return Content("\n").join(lines)
@@ -47,11 +51,15 @@ class HelpScreen(ModalScreen[None]):
         Binding("escape,question_mark", "close", "Close", show=False),
     ]
 
+    def __init__(self, *, replay: bool = False) -> None:
+        super().__init__()
+        self.replay = replay
+
     def compose(self) -> ComposeResult:
         box = VerticalScroll()
         box.border_title = "gputop help"
         with box:
-            yield Static(help_content())
+            yield Static(help_content(self.replay))
 
     def action_close(self) -> None:
         self.dismiss(None)

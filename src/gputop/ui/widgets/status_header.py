@@ -55,10 +55,16 @@ def freshness(snap: Snapshot | None, now: float, interval: float, state: str,
 
 
 def header_content(snap: Snapshot | None, now: float, width: int, *, interval: float,
-                   state: str, started: float, suffix: str = "") -> Content:
-    shown = now if snap is None else snap.time
-    right = Content.assemble((fmt.clock_time(shown), ""), "  ",
-                             freshness(snap, now, interval, state, started))
+                   state: str, started: float, suffix: str = "",
+                   position: str | None = None) -> Content:
+    """`position` replaces the time and the data age: a replay says where it is in the
+    recording, and a recording's data is as old as it is."""
+    if position is not None:
+        right = Content(position)
+    else:
+        shown = now if snap is None else snap.time
+        right = Content.assemble((fmt.clock_time(shown), ""), "  ",
+                                 freshness(snap, now, interval, state, started))
     left = Content.assemble(("gputop", "bold $accent"), safe_content(suffix, styles.LABEL))
     parts: list[Content] = []
     if snap is not None:
@@ -112,8 +118,9 @@ class StatusHeader(TextLine):
     """
 
     def __init__(self, clock: Callable[[], float], interval: float, suffix: str = "", *,
-                 id: str | None = None) -> None:
+                 position: Callable[[float], str] | None = None, id: str | None = None) -> None:
         super().__init__(id=id)
+        self._position = position
         self._clock = clock
         self._interval = interval
         self._suffix = suffix
@@ -140,9 +147,11 @@ class StatusHeader(TextLine):
 
     def tick(self) -> None:
         """Recompute the line (clock, age); repaint only if it changed."""
-        self.set(header_content(self._snapshot, self._clock(), self.size.width or 80,
+        now = self._clock()
+        self.set(header_content(self._snapshot, now, self.size.width or 80,
                                 interval=self._interval, state=self._state,
-                                started=self._started, suffix=self._suffix))
+                                started=self._started, suffix=self._suffix,
+                                position=self._position(now) if self._position else None))
 
     def on_resize(self) -> None:
         self.tick()

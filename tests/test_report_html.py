@@ -112,3 +112,17 @@ def test_an_unwritable_page_is_a_one_line_error(
     assert main([str(rec), "--html", str(tmp_path / "no-such-dir" / "r.html")]) == 1
     err = capsys.readouterr().err
     assert err.startswith("gputop: cannot write") and err.count("\n") == 1
+
+
+def test_a_finding_that_comes_back_stays_on_one_lane_of_the_timeline() -> None:
+    from gputop.diagnose.engine import Finding
+    from gputop.diagnose.report_html import _timeline
+
+    def hot(since: float, severity: str) -> Finding:
+        return Finding(id="thermal.sw", severity=severity, device=5, pid=None,
+                       title="GPU5 <hot>", since=since, until=since + 60)
+
+    svg = _timeline([hot(T0 + k * 600, "warning" if k else "critical") for k in range(3)],
+                    T0, T0 + 3600)
+    assert svg.count('<g class="lane">') == 1 and svg.count("<rect") == 3
+    assert "CRITICAL GPU5 thermal.sw (3 times)" in svg and "GPU5 &lt;hot&gt;" in svg

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gputop.diagnose.engine import Finding
+from gputop.diagnose.engine import SEVERITIES, Finding
 from gputop.diagnose.report import (
     METRICS,
     DeviceSeries,
@@ -150,24 +150,32 @@ def _findings_table(findings: Sequence[Finding], t0: float, t1: float) -> str:
 
 
 def _timeline(findings: Sequence[Finding], t0: float, t1: float) -> str:
-    """One lane per finding over the run's time axis, labelled with its severity, GPU and id."""
+    """One lane per kind of finding on a GPU (a day can hold hundreds of findings of a few
+    kinds), over the run's time axis, labelled with its worst severity, GPU and id."""
+    lanes: dict[tuple[str, int | None], list[Finding]] = {}
+    for f in sorted(findings, key=lambda f: f.since):
+        lanes.setdefault((f.id, f.device), []).append(f)
     lane, label_w, width = 18, 300, 1100
     plot_w = width - label_w - PAD_R
-    height = PAD_T + lane * len(findings) + PAD_B
+    height = PAD_T + lane * len(lanes) + PAD_B
     x = _scale(t0, t1, label_w, label_w + plot_w)
     out = [f'<svg role="img" aria-label="Findings timeline" width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">']
     out += _time_axis(t0, t1, x, PAD_T, height - PAD_B)
-    for i, f in enumerate(findings):
+    for i, ((fid, device), group) in enumerate(lanes.items()):
         y = PAD_T + i * lane
-        a, b = x(f.since), x(f.until if f.until is not None else t1)
-        colour = SEVERITY_COLOUR.get(f.severity, "#607d8b")
-        gpu = "node" if f.device is None else f"GPU{f.device}"
-        label = f"{f.severity.upper()} {gpu} {f.id}"
-        out.append(f'<g class="lane"><title>{_text(f.title)}</title>'
-                   f'<text x="4" y="{y + lane - 5}">{_text(_clip(label, 46))}</text>'
-                   f'<rect x="{a:.1f}" y="{y + 3}" width="{max(b - a, 2):.1f}" '
-                   f'height="{lane - 6}" fill="{colour}" rx="2"/></g>')
+        worst = max(group, key=lambda f: SEVERITIES.index(_sev(f)))
+        gpu = "node" if device is None else f"GPU{device}"
+        times = f" ({len(group)} times)" if len(group) > 1 else ""
+        label = f"{_sev(worst).upper()} {gpu} {fid}{times}"
+        out.append(f'<g class="lane"><text x="4" y="{y + lane - 5}">{_text(_clip(label, 46))}'
+                   "</text>")
+        for f in group:
+            a, b = x(f.since), x(f.until if f.until is not None else t1)
+            out.append(f'<rect x="{a:.1f}" y="{y + 3}" width="{max(b - a, 2):.1f}" '
+                       f'height="{lane - 6}" fill="{SEVERITY_COLOUR[_sev(f)]}" rx="2">'
+                       f"<title>{_sev(f).upper()}: {_text(f.title)}</title></rect>")
+        out.append("</g>")
     out.append("</svg>")
     return "\n".join(out)
 
@@ -195,12 +203,11 @@ def _chart(dev: DeviceSeries, key: str, title: str, scale: float, top: float | N
     out = [f'<div class="chart"><div class="title">{_text(title)}</div>'
            f'<svg role="img" aria-label="{_text(title)}" width="{w}" height="{h}" '
            f'viewBox="0 0 {w} {h}" xmlns="http://www.w3.org/2000/svg">']
-    for f in findings:  # bands first, under the line
-        a, b = x(f.since), x(f.until if f.until is not None else t1)
-        colour = SEVERITY_COLOUR.get(f.severity, "#607d8b")
-        out.append(f'<rect x="{a:.1f}" y="{PAD_T}" width="{max(b - a, 1.5):.1f}" '
-                   f'height="{h - PAD_T - PAD_B}" fill="{colour}" fill-opacity="0.13">'
-                   f"<title>{_text(f.severity.upper())}: {_text(f.title)}</title></rect>")
+    for sev, a, b, n in _bands(findings, t1):  # under the line
+        out.append(f'<rect x="{x(a):.1f}" y="{PAD_T}" width="{max(x(b) - x(a), 1.5):.1f}" '
+                   f'height="{h - PAD_T - PAD_B}" fill="{SEVERITY_COLOUR[sev]}" '
+                   f'fill-opacity="0.13"><title>{sev.upper()}: {n} finding'
+                   f'{"s" if n > 1 else ""}</title></rect>')
     for v in (lo, (lo + hi) / 2, hi):
         yy = y(v)
         out.append(f'<line class="grid" x1="{PAD_L}" x2="{w - PAD_R}" y1="{yy:.1f}" '
@@ -213,6 +220,22 @@ def _chart(dev: DeviceSeries, key: str, title: str, scale: float, top: float | N
         out.append(f'<text x="{w / 2}" y="{h / 2}" text-anchor="middle">not measured</text>')
     out.append("</svg></div>")
     return "".join(out)
+
+
+def _bands(findings: Sequence[Finding], end: float) -> list[tuple[str, float, float, int]]:
+    """(severity, start, end, findings) of the time covered by findings of each severity, with
+    overlapping findings merged: one band however many rules saw the same stretch."""
+    out = []
+    for sev in SEVERITIES:
+        spans = sorted((f.since, f.until if f.until is not None else end)
+                       for f in findings if _sev(f) == sev)
+        for a, b in spans:
+            if out and out[-1][0] == sev and a <= out[-1][2]:
+                _, a0, b0, n = out[-1]
+                out[-1] = (sev, a0, max(b, b0), n + 1)
+            else:
+                out.append((sev, a, b, 1))
+    return out
 
 
 def downsample(ts: Sequence[float], vs: Sequence[float],

@@ -6,7 +6,8 @@
     python bench/postmortem_bench.py --keep run.gputop   # keep the recording
 
 The day is the bundled demo's ten minutes played over and over (each pass retimed, with its
-processes running on and a little noise on the device readings so no two passes are the same),
+processes running on, energy and clock-event counters carried on, and a little noise on the
+device readings so no two passes are the same; NVLink error counters restart each pass),
 written through RecordingWriter as `gputop --record` would, then reported on by
 `gputop report` in a child process, as a user would run it.
 """
@@ -23,17 +24,41 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from gputop.model import DeviceSample, Missing, Snapshot
 from gputop.recording import RecordingWriter, read_recording
 from gputop.replay import demo_path
 
 
-def jitter(d: DeviceSample, rng: random.Random) -> DeviceSample:
-    """The same GPU with a little noise on its readings."""
-    changes: dict[str, float] = {}
+def counters(demo: list[Snapshot]) -> dict[int, tuple[float, dict[str, float]]]:
+    """GPU -> how much its energy and clock-event counters grow over one pass of the demo."""
+    first, last = demo[0], demo[-1]
+    out = {}
+    for d in last.devices:
+        d0 = first.device(d.index)
+        energy = (d.energy_j - d0.energy_j if d0 is not None
+                  and isinstance(d.energy_j, float) and isinstance(d0.energy_j, float) else 0.0)
+        tt, tt0 = d.throttle_time, d0.throttle_time if d0 is not None else {}
+        held = ({r: v - (tt0.get(r, 0.0) if isinstance(tt0, Mapping) else 0.0)
+                 for r, v in tt.items()} if isinstance(tt, Mapping) else {})
+        out[d.index] = (energy, held)
+    return out
+
+
+def jitter(d: DeviceSample, rng: random.Random, n: int,
+           grown: tuple[float, dict[str, float]]) -> DeviceSample:
+    """The same GPU on the `n`th pass: cumulative counters carried on from the passes before
+    (a pass that restarted them would read as a driver reload), a little noise on the rest."""
+    changes: dict[str, Any] = {}
+    energy, held = grown
+    if isinstance(d.energy_j, float):
+        changes["energy_j"] = round(d.energy_j + n * energy, 3)
+    if isinstance(d.throttle_time, Mapping):
+        changes["throttle_time"] = {r: round(v + n * held.get(r, 0.0), 3)
+                                    for r, v in d.throttle_time.items()}
     for name, spread, lo, hi in (("util_gpu", 2.0, 0.0, 100.0), ("power_draw", 8.0, 0.0, 1e4),
                                  ("temp_gpu", 1.0, 0.0, 200.0), ("gr_active", 2.0, 0.0, 100.0)):
         v = getattr(d, name)
@@ -43,23 +68,26 @@ def jitter(d: DeviceSample, rng: random.Random) -> DeviceSample:
     return dataclasses.replace(d, **changes)
 
 
-def retimed(s: Snapshot, offset: float, rng: random.Random) -> Snapshot:
+def retimed(s: Snapshot, n: int, offset: float, rng: random.Random,
+            grown: dict[int, tuple[float, dict[str, float]]]) -> Snapshot:
     procs = []
     for p in s.processes:
         if p.probe is not None:  # the probe's payload carries its own time
             p = dataclasses.replace(p, probe=dataclasses.replace(p.probe, ts=p.probe.ts + offset))
         procs.append(p)
     return dataclasses.replace(s, time=s.time + offset, processes=tuple(procs),
-                               devices=tuple(jitter(d, rng) for d in s.devices))
+                               devices=tuple(jitter(d, rng, n, grown.get(d.index, (0.0, {})))
+                                             for d in s.devices))
 
 
 def day(demo: list[Snapshot], ticks: int, seed: int = 7) -> Iterator[Snapshot]:
     """`ticks` Snapshots, one a second: the demo over and over."""
     rng = random.Random(seed)
     period = demo[-1].time - demo[0].time + (demo[1].time - demo[0].time)
+    grown = counters(demo)
     for i in range(ticks):
         n, k = divmod(i, len(demo))
-        yield retimed(demo[k], n * period, rng)
+        yield retimed(demo[k], n, n * period, rng, grown)
 
 
 def write(path: Path, demo: list[Snapshot], ticks: int) -> float:

@@ -42,6 +42,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write every snapshot to FILE (docs/recording.md); headless when stdout "
                         "is not a terminal or with --headless")
     p.add_argument("--headless", action="store_true", help="with --record: no dashboard")
+    p.add_argument("--record-max-size", type=_size, default=None, metavar="SIZE",
+                   help="with --record: before FILE would pass SIZE (e.g. 500M, 2G), finish it "
+                        "and go on in FILE.1, FILE.2, ...")
+    p.add_argument("--record-keep", type=int, default=None, metavar="K",
+                   help="with --record-max-size: keep only the newest K files, deleting older ones")
     p.add_argument("--count", type=int, default=None, metavar="N",
                    help="stop after N snapshots (headless recording)")
     p.add_argument("--demo", action="store_true",
@@ -57,6 +62,22 @@ def _positive(s: str) -> float:
         v = float(s)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError("must be greater than 0")
+    return v
+
+
+def _size(s: str) -> int:
+    """Bytes from 500M, 2G, 1.5G, 64k or 1000000 (k, M, G, T are powers of 1024)."""
+    text = s.strip().lower().removesuffix("b").removesuffix("i")
+    unit = 1
+    if text and text[-1] in "kmgt":
+        unit = 1 << (10 * ("kmgt".index(text[-1]) + 1))
+        text = text[:-1]
+    try:
+        v = int(float(text) * unit)
+    except (ValueError, OverflowError):
+        raise argparse.ArgumentTypeError(f"not a size: {s!r} (e.g. 500M or 2G)") from None
     if v <= 0:
         raise argparse.ArgumentTypeError("must be greater than 0")
     return v
@@ -150,12 +171,22 @@ def run_once(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def run_record_headless(args: argparse.Namespace, err: TextIO) -> int:
+def open_recording(args: argparse.Namespace, meta: dict[str, Any]) -> Any:
+    """The RecordingWriter of --record, --record-max-size and --record-keep."""
     from gputop.recording import RecordingWriter
 
+    return RecordingWriter(args.record, meta=meta, max_bytes=args.record_max_size,
+                           keep=args.record_keep)
+
+
+def run_record_headless(args: argparse.Namespace, err: TextIO) -> int:
     feed = demo_feed(args) if args.demo else live_poller(args)
     meta = {"interval": args.interval, "argv": sys.argv[1:], "host": socket.gethostname()}
-    writer = RecordingWriter(args.record, meta=meta)
+    try:
+        writer = open_recording(args, meta)
+    except RecordingError:
+        feed.close()
+        raise
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     err.write(f"gputop: recording to {args.record} every {args.interval:g} s "
@@ -170,10 +201,13 @@ def run_record_headless(args: argparse.Namespace, err: TextIO) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        # On a write error (a full disk) the file keeps every tick before it; main prints the
+        # error as the one line.
         writer.close()
         feed.close()
-        err.write(f"gputop: {writer.ticks} snapshots, {writer.bytes_written} bytes in "
-                  f"{args.record}\n")
+    more = len(writer.segments) - 1
+    err.write(f"gputop: {writer.ticks} snapshots, {writer.bytes_written} bytes in "
+              f"{args.record}{f' and {more} more files' if more else ''}\n")
     return 0
 
 
@@ -183,9 +217,7 @@ def run_dashboard(args: argparse.Namespace) -> int:
     feed = demo_feed(args) if args.demo else live_poller(args)
     writer = None
     if args.record:
-        from gputop.recording import RecordingWriter
-
-        writer = RecordingWriter(args.record, meta={"interval": args.interval})
+        writer = open_recording(args, {"interval": args.interval})
         feed = RecordingTee(feed, writer)
     feed = with_diagnostics(feed)
     try:
@@ -444,6 +476,10 @@ def _main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.json and not args.once and sys.stdout.isatty():
         parser.error("--json needs --once (or a pipe)")
+    if args.record_max_size is not None and not args.record:
+        parser.error("--record-max-size needs --record")
+    if args.record_keep is not None and (args.record_max_size is None or args.record_keep < 1):
+        parser.error("--record-keep needs --record-max-size and a count of at least 1")
     tty = sys.stdout.isatty() and sys.stdin.isatty()
     if args.record and (args.headless or not tty):
         return run_record_headless(args, sys.stderr)

@@ -5,15 +5,17 @@ each line is a full snapshot ("k", a keyframe) or a JSON Merge Patch (RFC 7386) 
 snapshot ("d"). Lists of devices, processes and links are stored as objects keyed by their ids so
 that a patch names only what changed. The deflate stream is flushed after every tick
 (Z_SYNC_FLUSH), so a writer killed with SIGKILL loses at most the tick it was writing, and a reader
-of a damaged or still-growing file gets every tick up to the damage.
+of a damaged or still-growing file gets every tick up to the damage. A long run can be written as
+a series of files of bounded size (segments), each a recording on its own.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -35,6 +37,8 @@ from gputop.model import (
 FORMAT = "gputop-recording"
 VERSION = 1
 KEYFRAME_EVERY = 300  # ticks; a reader can seek to a keyframe
+COMPRESSION_LEVEL = 6
+_GZIP_END = 16  # bytes that finishing a stream adds at most: an empty last block, the trailer
 _GZIP_WBITS = 31  # zlib: gzip container
 _KEYED = {
     "devices": ("index",),
@@ -144,44 +148,110 @@ def apply(target: Any, patch: Any) -> Any:
 # Writing
 
 
+def _line(obj: Mapping[str, Any]) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+
+
 class RecordingWriter:
-    """Appends Snapshots to a recording. Every `write` reaches the OS before it returns."""
+    """Appends Snapshots to a recording. Every `write` reaches the OS before it returns.
+
+    With `max_bytes` the recording is a series of files, its segments: `path`, then `path.1`,
+    `path.2`, ... When the next tick would take the current segment past `max_bytes`, the segment
+    is finished (a complete recording on its own) and the tick opens the next one with a header
+    and a keyframe, so every segment reads on its own. With `keep`, only the newest `keep`
+    segments stay on disk: starting a segment deletes the oldest beyond them."""
 
     def __init__(self, path: str | os.PathLike[str], *, meta: Mapping[str, Any] | None = None,
-                 fsync: bool = False, keyframe_every: int = KEYFRAME_EVERY) -> None:
+                 fsync: bool = False, keyframe_every: int = KEYFRAME_EVERY,
+                 max_bytes: int | None = None, keep: int | None = None) -> None:
+        if max_bytes is not None and max_bytes <= 0:
+            raise ValueError("max_bytes must be positive")
+        if keep is not None and (keep < 1 or max_bytes is None):
+            raise ValueError("keep needs max_bytes and must be at least 1")
         self.path = Path(path)
         self.ticks = 0
-        self.bytes_written = 0
+        self.bytes_written = 0  # in every segment, including those deleted since
+        self.segments: list[Path] = []  # on disk, oldest first; the last is being written
+        self._meta = dict(meta or {})
         self._fsync = fsync
         self._keyframe_every = keyframe_every
+        self._max_bytes = max_bytes
+        self._keep = keep
         self._prev: dict[str, Any] | None = None
+        self._since_keyframe = 0
         self._broken = False
-        self._z = zlib.compressobj(6, zlib.DEFLATED, _GZIP_WBITS)
-        try:
-            self._f: IO[bytes] = open(self.path, "xb")  # noqa: SIM115 - closed in close()
-        except FileExistsError:
-            raise RecordingError(f"{self.path} already exists",
-                                 hint="choose another file name or remove it first") from None
-        except OSError as e:
-            raise RecordingError(f"cannot create {self.path}: {e.strerror or e}") from None
-        header = {"type": "header", "format": FORMAT, "version": VERSION,
-                  "gputop": __version__, "meta": dict(meta or {})}
-        self._emit(header)
+        self._deleted = 0  # segments deleted to honour `keep`
+        self._series = os.urandom(8).hex() if max_bytes is not None else None
+        if max_bytes is not None:
+            stale = segment_paths(self.path)
+            if stale and stale != [self.path]:
+                raise RecordingError(f"{stale[-1]} already exists",
+                                     hint="remove the old segments or choose another file name")
+        self._open(self.path)
+
+    @property
+    def current_path(self) -> Path:
+        """The segment being written."""
+        return self.segments[-1]
 
     def write(self, snap: Snapshot) -> None:
         if self._broken:
             raise RecordingError(f"{self.path}: recording stopped after a write error")
         rec = to_record(snap)
-        if self._prev is None or self.ticks % self._keyframe_every == 0:
-            self._emit({"k": rec})
-        else:
-            self._emit({"d": diff(self._prev, rec)})
+        keyframe = self._prev is None or self._since_keyframe >= self._keyframe_every
+        line = _line({"k": rec} if keyframe else {"d": diff(self._prev or {}, rec)})
+        z = self._z.copy() if self._max_bytes is not None else self._z
+        chunk = z.compress(line) + z.flush(zlib.Z_SYNC_FLUSH)
+        if (self._max_bytes is not None and self._segment_ticks > 0
+                and self._segment_bytes + len(chunk) + _GZIP_END > self._max_bytes):
+            self._next_segment()
+            keyframe, z = True, self._z
+            chunk = z.compress(_line({"k": rec})) + z.flush(zlib.Z_SYNC_FLUSH)
+        self._write(chunk)
+        self._z = z
         self._prev = rec
+        self._since_keyframe = 1 if keyframe else self._since_keyframe + 1
+        self._segment_ticks += 1
         self.ticks += 1
 
-    def _emit(self, obj: Mapping[str, Any]) -> None:
-        line = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
-        chunk = self._z.compress(line) + self._z.flush(zlib.Z_SYNC_FLUSH)
+    def _open(self, path: Path) -> None:
+        try:
+            self._f: IO[bytes] = open(path, "xb")  # noqa: SIM115 - closed in _finish()
+        except FileExistsError:
+            self._broken = bool(self.segments)
+            raise RecordingError(f"{path} already exists",
+                                 hint="choose another file name or remove it first") from None
+        except OSError as e:
+            self._broken = bool(self.segments)
+            raise RecordingError(f"cannot create {path}: {e.strerror or e}") from None
+        self.segments.append(path)
+        self._z = zlib.compressobj(COMPRESSION_LEVEL, zlib.DEFLATED, _GZIP_WBITS)
+        self._segment_bytes = self._segment_ticks = 0
+        header: dict[str, Any] = {"type": "header", "format": FORMAT, "version": VERSION,
+                                  "gputop": __version__, "meta": self._meta}
+        if self._series is not None:
+            header["series"] = self._series
+            header["segment"] = len(self.segments) - 1 + self._deleted
+        z = self._z
+        self._write(z.compress(_line(header)) + z.flush(zlib.Z_SYNC_FLUSH))
+
+    def _next_segment(self) -> None:
+        """Finishes the current segment and starts the next, deleting the oldest beyond `keep`."""
+        self._finish()
+        if self._broken:
+            raise RecordingError(f"cannot finish {self.current_path}",
+                                 hint=f"the {self.ticks} ticks written before are kept")
+        n = len(self.segments) + self._deleted
+        self._open(self.path.with_name(f"{self.path.name}.{n}"))
+        while self._keep is not None and len(self.segments) > self._keep:
+            old = self.segments.pop(0)
+            self._deleted += 1
+            try:
+                old.unlink()
+            except OSError:
+                pass  # gone already, or not ours to delete: recording goes on
+
+    def _write(self, chunk: bytes) -> None:
         try:
             self._f.write(chunk)
             self._f.flush()
@@ -192,21 +262,29 @@ class RecordingWriter:
             # write a checksum over it. Stop here; the file stays readable up to its last tick.
             self._broken = True
             raise RecordingError(
-                f"cannot write {self.path}: {e.strerror or e}",
+                f"cannot write {self.current_path}: {e.strerror or e}",
                 hint=f"the {self.ticks} ticks written before are kept",
             ) from None
         self.bytes_written += len(chunk)
+        self._segment_bytes += len(chunk)
 
-    def close(self) -> None:
+    def _finish(self) -> None:
+        """Ends the current segment's gzip stream (unless a write failed) and closes it."""
         if self._f.closed:
             return
         try:
             if not self._broken:
-                self._f.write(self._z.flush(zlib.Z_FINISH))
+                end = self._z.flush(zlib.Z_FINISH)
+                self._f.write(end)
+                self._f.flush()
+                self.bytes_written += len(end)
         except OSError:
-            pass
+            self._broken = True
         finally:
             self._f.close()
+
+    def close(self) -> None:
+        self._finish()
 
     def __enter__(self) -> RecordingWriter:
         return self
@@ -352,6 +430,103 @@ class RecordingReader:
 
 
 def read_recording(path: str | os.PathLike[str]) -> ReadResult:
-    r = RecordingReader(path)
+    """Every Snapshot of a recording; one written in segments is read whole from its first."""
+    return read_series(path)
+
+
+# ----------------------------------------------------------------------------------------------
+# A recording written in segments (RecordingWriter's max_bytes)
+
+
+def segment_paths(path: str | os.PathLike[str]) -> list[Path]:
+    """The files of a recording written in segments, oldest first: `path` (unless `keep` has
+    deleted it), then `path.1`, `path.2`, ... that exist. `[path]` when there are no others."""
+    p = Path(path)
+    numbered = []
+    try:
+        for q in p.parent.iterdir():
+            m = _SEGMENT.fullmatch(q.name)
+            if m and m[1] == p.name:
+                numbered.append((int(m[2]), q))
+    except OSError:
+        pass
+    found = ([p] if p.exists() else []) + [q for _, q in sorted(numbered)]
+    return found or [p]
+
+
+_SEGMENT = re.compile(r"(.*)\.([0-9]+)")
+
+
+def _segment_order(p: Path) -> tuple[str, str, int]:
+    m = _SEGMENT.fullmatch(p.name)
+    return (str(p.parent), m[1], int(m[2])) if m else (str(p.parent), p.name, 0)
+
+
+class SeriesReader:
+    """Reads the segments of a recording one after the other, as one recording.
+
+    Given one path, its segments are found with `segment_paths`; given several (a shell glob),
+    they are read in segment order. A file that is not a segment of the same run as the first
+    ends the series there (with a warning), and a file whose header says it was not written in
+    segments is the whole recording. `warning` gathers the segments' warnings."""
+
+    def __init__(self, paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> None:
+        if isinstance(paths, (str, os.PathLike)):
+            self.paths = segment_paths(paths)
+        else:
+            self.paths = sorted((Path(p) for p in paths), key=_segment_order)
+            if not self.paths:
+                raise RecordingError("no recording given")
+        self._warnings: list[str] = []
+        self.ticks = 0
+        self._first = RecordingReader(self.paths[0])
+        self.header = self._first.header
+
+    @property
+    def warning(self) -> str | None:
+        return "; ".join(self._warnings) or None
+
+    def __iter__(self) -> Iterator[Snapshot]:
+        return self._each(iter)
+
+    def states(self) -> Iterator[dict[str, Any]]:
+        """Each tick in record form (see RecordingReader.states)."""
+        return self._each(RecordingReader.states)
+
+    def _each(self, items: Callable[[RecordingReader], Iterator[Any]]) -> Iterator[Any]:
+        for r in self._segments():
+            yield from items(r)
+            self.ticks += r.ticks
+            if r.warning:
+                self._warnings.append(r.warning)
+
+    def _segments(self) -> Iterator[RecordingReader]:
+        yield self._first
+        series, n = self.header.get("series"), self.header.get("segment")
+        if series is None or not isinstance(n, int):
+            return  # not written in segments: the file is the whole recording
+        for path in self.paths[1:]:
+            n += 1
+            try:
+                r = RecordingReader(path)
+            except RecordingError as e:  # e.g. created by a writer killed right then: empty
+                self._warnings.append(f"{e}; skipped")
+                continue
+            got = r.header.get("segment")
+            if r.header.get("series") != series or not isinstance(got, int) or got < n:
+                r._f.close()
+                self._warnings.append(f"{path} is not the next segment of {self.paths[0]}; "
+                                      "read up to it")
+                return
+            if got > n:
+                which = f"segment {n} is" if got == n + 1 else f"segments {n}-{got - 1} are"
+                self._warnings.append(f"{which} missing before {path}")
+                n = got
+            yield r
+
+
+def read_series(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> ReadResult:
+    """Every Snapshot of a recording, across its segments (see SeriesReader)."""
+    r = SeriesReader(paths)
     snaps = list(r)
     return ReadResult(r.header, snaps, r.warning)

@@ -22,7 +22,9 @@ from gputop.recording import (
     RecordingWriter,
     read_recording,
     read_series,
+    round_to_sensor,
     segment_paths,
+    to_record,
 )
 from gputop.testing.synthetic import series
 
@@ -158,6 +160,35 @@ def test_without_a_size_the_recording_is_one_file_as_before(tmp_path: Path) -> N
     w = record(path, SNAPS)
     assert w.segments == [path] and list(tmp_path.iterdir()) == [path]
     assert set(lines(path)[0]) == {"type", "format", "version", "gputop", "meta"}
+
+
+# -- precision -------------------------------------------------------------------------------------
+
+
+def test_a_recording_keeps_what_sensors_measure_and_drops_the_noise() -> None:
+    rec = {"host": {"cpu_percent": 43.2871, "iowait_percent": 0.04999,
+                    "cpu_percent_per_core": [99.6, 0.4, 51.5]},
+           "devices": {"0": {"pcie_rx": 6304768.0, "pcie_tx": 0.0, "power_draw": 612.37}},
+           "processes": {"0:7": {"cpu_percent": 101.4, "rss": 123456789,
+                                 "children": [{"pid": 8, "cpu_percent": 97.5}]}},
+           "links": {"0:0": {"rx": 1308160234.7, "tx": 512.0, "speed": 26562500000.0}}}
+    round_to_sensor(rec)
+    assert rec == {"host": {"cpu_percent": 43.3, "iowait_percent": 0.0,
+                            "cpu_percent_per_core": [100.0, 0.0, 52.0]},
+                   "devices": {"0": {"pcie_rx": 6300000.0, "pcie_tx": 0.0, "power_draw": 612.37}},
+                   "processes": {"0:7": {"cpu_percent": 101.0, "rss": 123456789,
+                                         "children": [{"pid": 8, "cpu_percent": 98.0}]}},
+                   "links": {"0:0": {"rx": 1310000000.0, "tx": 512.0,
+                                     "speed": 26562500000.0}}}
+
+
+def test_values_already_at_sensor_precision_read_back_exactly(tmp_path: Path) -> None:
+    snaps = series(10, 2, links=4)
+    record(tmp_path / "r", snaps)
+    assert read_recording(tmp_path / "r").snapshots == snaps
+    rec = to_record(snaps[0])
+    round_to_sensor(rec)
+    assert rec == to_record(snaps[0])
 
 
 # -- the command line ------------------------------------------------------------------------------

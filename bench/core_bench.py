@@ -62,16 +62,19 @@ def once_wall(runs: int = 5) -> float:
     return statistics.median(times)
 
 
-def record_size(snaps: list) -> tuple[float, int]:
+def record_size(snaps: list) -> tuple[float, int, float]:
+    """Bytes per GPU-hour, bytes, and ms of CPU to write a tick."""
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "bench.gputop"
+        start = time.process_time()
         with RecordingWriter(path) as w:
             for s in snaps:
                 w.write(s)
+        write_ms = (time.process_time() - start) / len(snaps) * 1e3
         size = os.path.getsize(path)
     seconds = snaps[-1].time - snaps[0].time + 1
     gpus = len(snaps[0].devices)
-    return size / gpus * 3600 / seconds, size
+    return size / gpus * 3600 / seconds, size, write_ms
 
 
 def main() -> None:
@@ -84,9 +87,10 @@ def main() -> None:
     print(f"  slow tick median  {slow_ms:7.2f} ms CPU (every 5 s)")
     print(f"  at 1 Hz           {cpu_pct:7.2f} % of one core")
     print(f"one-shot `gputop --once` wall time (incl. interpreter start): {once_wall():.2f} s")
-    per_hour, size = record_size(snaps)
+    per_hour, size, write_ms = record_size(snaps)
     print(f"recording: {size} bytes for {len(snaps)} ticks x {gpus} GPUs -> "
           f"{per_hour / 1e3:.0f} kB per GPU-hour, {per_hour * 24 / 1e6:.2f} MB per GPU-day at 1 Hz")
+    print(f"  writing a tick    {write_ms:7.2f} ms CPU")
 
 
 if __name__ == "__main__":

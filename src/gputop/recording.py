@@ -282,9 +282,9 @@ class RecordingWriter:
 
     def _next_segment(self) -> None:
         """Finishes the current segment and starts the next, deleting the oldest beyond `keep`."""
-        self._finish()
-        if self._broken:
-            raise RecordingError(f"cannot finish {self.current_path}",
+        e = self._finish()
+        if e is not None:
+            raise RecordingError(f"cannot write {self.current_path}: {e.strerror or e}",
                                  hint=f"the {self.ticks} ticks written before are kept")
         n = len(self.segments) + self._deleted
         self._open(self.path.with_name(f"{self.path.name}.{n}"))
@@ -313,20 +313,22 @@ class RecordingWriter:
         self.bytes_written += len(chunk)
         self._segment_bytes += len(chunk)
 
-    def _finish(self) -> None:
+    def _finish(self) -> OSError | None:
         """Ends the current segment's gzip stream (unless a write failed) and closes it."""
         if self._f.closed:
-            return
+            return None
         try:
             if not self._broken:
                 end = self._z.flush(zlib.Z_FINISH)
                 self._f.write(end)
                 self._f.flush()
                 self.bytes_written += len(end)
-        except OSError:
-            self._broken = True
+        except OSError as e:
+            self._broken = True  # the file lacks only its end marker: it reads to its last tick
+            return e
         finally:
             self._f.close()
+        return None
 
     def close(self) -> None:
         self._finish()
@@ -483,6 +485,9 @@ def read_recording(path: str | os.PathLike[str]) -> ReadResult:
 # A recording written in segments (RecordingWriter's max_bytes)
 
 
+_SEGMENT = re.compile(r"(.*)\.([0-9]+)")  # run.gputop.12
+
+
 def segment_paths(path: str | os.PathLike[str]) -> list[Path]:
     """The files of a recording written in segments, oldest first: `path` (unless `keep` has
     deleted it), then `path.1`, `path.2`, ... that exist. `[path]` when there are no others."""
@@ -497,9 +502,6 @@ def segment_paths(path: str | os.PathLike[str]) -> list[Path]:
         pass
     found = ([p] if p.exists() else []) + [q for _, q in sorted(numbered)]
     return found or [p]
-
-
-_SEGMENT = re.compile(r"(.*)\.([0-9]+)")
 
 
 def _segment_order(p: Path) -> tuple[str, str, int]:

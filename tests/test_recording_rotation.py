@@ -204,7 +204,7 @@ def test_record_max_size_and_keep_from_the_command_line(tmp_path: Path) -> None:
     r = run_gputop("--demo", "--record", str(path), "--headless", "--count", "80",
                "--interval", "0.001", "--record-max-size", "24k", "--record-keep", "3")
     assert r.returncode == 0, r.stderr
-    assert "80 snapshots" in r.stderr and "more files" in r.stderr
+    assert "80 snapshots, " in r.stderr and f"bytes in 3 files, {path}." in r.stderr
     files = segment_paths(path)
     assert len(files) == 3 and all(f.stat().st_size <= 24 * 1024 for f in files)
     snaps = read_recording(path).snapshots

@@ -205,9 +205,10 @@ def run_record_headless(args: argparse.Namespace, err: TextIO) -> int:
         # error as the one line.
         writer.close()
         feed.close()
-    more = len(writer.segments) - 1
-    err.write(f"gputop: {writer.ticks} snapshots, {writer.bytes_written} bytes in "
-              f"{args.record}{f' and {more} more files' if more else ''}\n")
+    files = writer.segments
+    where = (str(files[0]) if len(files) == 1
+             else f"{len(files)} files, {files[0]} to {files[-1].name}")
+    err.write(f"gputop: {writer.ticks} snapshots, {writer.bytes_written} bytes in {where}\n")
     return 0
 
 

@@ -176,8 +176,15 @@ def _point(s: Snapshot, index: int, name: str) -> Point | None:
 
 
 def _value(s: Snapshot, index: int, name: str) -> float | None:
-    p = _point(s, index, name)
-    return None if p is None else p[1]
+    devs = s.devices  # as _point
+    d = devs[index] if index < len(devs) and devs[index].index == index else s.device(index)
+    if d is None or d.lost is not None:
+        return None
+    v = getattr(d, name)
+    t = type(v)
+    if (t is float and math.isfinite(v)) or t is int:
+        return float(v)
+    return None
 
 
 def series(window: Sequence[Snapshot], index: int, name: str) -> list[Point]:

@@ -8,8 +8,9 @@ the GPU was starved, so the class describes the stall itself and not the healthy
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from gputop.diagnose.engine import Condition, Diagnostic
 from gputop.diagnose.window import (
@@ -100,12 +101,12 @@ def check(window: Sequence[Snapshot]) -> list[Condition]:
             continue
         starved = {t for t, v in series(recent, index, metric) if v < LOW_BUSY}
         at = [(t, p) for t, p in history if t in starved]
-        stall = _stall(recent, index, at)
+        stall = _stall(recent, at)
         kind = _classify(stall)
         if kind is None:  # the only class that needs the links, which are costly to sum
             stall = replace(stall, link_share=_link_share(recent, index, starved))
             kind = _classify(stall) or "host_stall"
-        out.append(_condition(window, index, metric, busy, history[-1][1], stall, kind))
+        out.append(_condition(window, index, metric, busy, history[-1][1].sample, stall, kind))
     return out
 
 
@@ -114,38 +115,60 @@ def _throttled(window: Sequence[Snapshot], index: int) -> bool:
     return sum(s for s in shares if s is not None) > THROTTLE_EXPLAINS
 
 
-def _main_process(window: Sequence[Snapshot],
-                  index: int) -> list[tuple[float, ProcessSample]] | None:
+class _Proc(NamedTuple):
+    """A process on the GPU at one tick, as this rule reads it."""
+
+    sample: ProcessSample
+    sm: float | None  # SM utilization, %
+    workers: int  # DataLoader workers
+    worker_cpu: float | None  # their median CPU %
+    main_cpu: float | None
+
+
+def _on_gpu(s: Snapshot, index: int) -> dict[int, _Proc]:
+    """pid -> the process on the GPU at this tick (its first entry), in the tick's order."""
+    out: dict[int, _Proc] = {}
+    for p in s.processes_on(index):
+        if p.pid not in out:
+            out[p.pid] = _Proc(p, number(p.sm_util), len(p.children),
+                               median([c.cpu_percent for c in p.children]),
+                               number(p.cpu_percent))
+    return out
+
+
+def _main_process(window: Sequence[Snapshot], index: int) -> list[tuple[float, _Proc]] | None:
     """The process the GPU works for: on it now with >= 1 GiB for >= 60 s, and running kernels
-    if NVML says (an idle notebook holding memory on the same GPU is not the one starved)."""
+    if NVML says (an idle notebook holding memory on the same GPU is not the one starved).
+    Its ticks over the last minute."""
     now = window[-1].time
-    by_pid: dict[int, list[tuple[float, ProcessSample]]] = {}
     recent = last(window, WINDOW_S)
-    for t, procs in zip(times(recent), column(recent, _processes_on, index)):
-        for p in procs:
-            by_pid.setdefault(p.pid, []).append((t, p))
-    current = {p.pid for p in window[-1].processes_on(index)}
+    ts, ticks = times(recent), column(recent, _on_gpu, index)
     best: tuple[float, float] | None = None
     chosen = None
-    for pid, hist in by_pid.items():
-        p = hist[-1][1]
+    for pid in _by_first_seen(ticks, ticks[-1]):
+        hist = [(t, on[pid]) for t, on in zip(ts, ticks) if pid in on]
+        p = hist[-1][1].sample
         mem = number(p.gpu_mem)
-        if pid not in current or mem is None or mem < MIN_GPU_MEM:
+        if mem is None or mem < MIN_GPU_MEM:
             continue
         born = number(p.create_time)
         if now - (born if born is not None else _first_seen(window, index, pid)) < MIN_AGE_S:
             continue
-        sm = [v for _, q in hist if (v := number(q.sm_util)) is not None]
+        sm = [q.sm for _, q in hist if q.sm is not None]
         if sm and max(sm) <= 0:
             continue
         rank = (mean(sm) or 0.0, mem)
-        if best is None or rank > best:
+        if best is None or rank > best:  # a tie goes to the one seen first
             best, chosen = rank, hist
     return chosen
 
 
-def _processes_on(s: Snapshot, index: int) -> tuple[ProcessSample, ...]:
-    return s.processes_on(index)
+def _by_first_seen(ticks: list[dict[int, _Proc]], pids: Iterable[int]) -> list[int]:
+    """`pids` in the order they first appear over the ticks."""
+    def first(pid: int) -> tuple[int, int]:
+        i = next(i for i, on in enumerate(ticks) if pid in on)
+        return i, list(ticks[i]).index(pid)
+    return sorted(pids, key=first)
 
 
 def _first_seen(window: Sequence[Snapshot], index: int, pid: int) -> float:
@@ -153,31 +176,20 @@ def _first_seen(window: Sequence[Snapshot], index: int, pid: int) -> float:
     return next(s.time for s in window if any(p.pid == pid for p in s.processes_on(index)))
 
 
-def _stall(window: Sequence[Snapshot], index: int,
-           at: list[tuple[float, ProcessSample]]) -> _Stall:
+def _stall(window: Sequence[Snapshot], at: list[tuple[float, _Proc]]) -> _Stall:
     when = {t for t, _ in at}
     ts = times(window)
-    pos = {t: i for i, t in enumerate(ts)}
-    workers = column(window, _worker_cpu, index)
-    worker_meds = [m for t, p in at if p.children
-                   and (m := workers[pos[t]].get(p.pid)) is not None]
     io = [v for t, v in zip(ts, column(window, _io)) if v is not None and t in when]
     cores = [v for t, v in zip(ts, column(window, _least_busy_core))
              if v is not None and t in when]
     return _Stall(
-        workers=max((len(p.children) for _, p in at), default=0),
-        worker_cpu=median(worker_meds),
-        main_cpu=median([v for _, p in at if (v := number(p.cpu_percent)) is not None]),
+        workers=max((q.workers for _, q in at), default=0),
+        worker_cpu=median([q.worker_cpu for _, q in at if q.worker_cpu is not None]),
+        main_cpu=median([q.main_cpu for _, q in at if q.main_cpu is not None]),
         io=median(io),
         least_busy_core=median(cores),
         link_share=None,
     )
-
-
-def _worker_cpu(s: Snapshot, index: int) -> dict[int, float | None]:
-    """pid -> the median CPU % of its DataLoader workers, for the processes on the GPU."""
-    return {p.pid: median([c.cpu_percent for c in p.children])
-            for p in reversed(s.processes_on(index)) if p.children}
 
 
 def _io(s: Snapshot) -> float | None:

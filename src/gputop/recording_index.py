@@ -152,7 +152,7 @@ class RecordingIndex:
                     return _Resume(offset, before, head[start:], 0)
                 return _Resume(offset, before, b"", start - len(head))
 
-            if not self._index_line(data[start:end], resume):
+            if not self._index_line(data, start, end, resume):
                 damaged = True
                 break
             start = end + 1
@@ -165,18 +165,18 @@ class RecordingIndex:
             if self._z.unused_data.strip(b"\0"):
                 self.warning = f"{self.path} has trailing data after its end; ignored"
 
-    def _index_line(self, line: bytes, resume: Any) -> bool:
-        """Takes one line; False when it is damaged (indexing stops there)."""
+    def _index_line(self, data: bytes, start: int, end: int, resume: Any) -> bool:
+        """Takes the line data[start:end]; False when it is damaged (indexing stops there)."""
         if self.header is None:
-            self.header = _header(self.path, line)
+            self.header = _header(self.path, data[start:end])
             return True
         n = self.ticks
-        m = _TIME.match(line)
+        m = _TIME.match(data, start, end)  # a tick is read without copying its line
         if m is not None:
             kind, t = m.group(1).decode(), float(m.group(2))
         else:
             try:
-                rec = json.loads(line)
+                rec = json.loads(data[start:end])
                 kind, t = _kind_and_time(rec, self.times[-1] if n else None)
             except (ValueError, TypeError) as e:
                 self.warning = f"{self.path}: tick {n + 1} is damaged ({e}); read up to it"

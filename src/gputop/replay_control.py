@@ -367,7 +367,7 @@ class FindingsTimeline:
 
     def _restore(self, tick: int, saved: _Saved) -> None:
         if tick < 0:
-            self.engine = copy.deepcopy(saved.engine, dict(self._shared))
+            self.engine = copy.deepcopy(saved.engine, _memo(saved.engine, self._shared))
         else:
             snaps: list[Snapshot] = []
             for k in range(saved.window_from, tick + 1):
@@ -399,19 +399,29 @@ def _oldest(engine: Engine) -> float | None:
     return history.snaps[0].time if history is not None and history.snaps else None
 
 
+def _memo(engine: Engine, shared: dict[int, Any]) -> dict[int, Any]:
+    """What a copy of the engine shares instead of copying: `shared` (the diagnostics: the
+    engine keys its state by them) and the Findings in its lists (frozen; the closed ones add
+    up over a long run)."""
+    memo = dict(shared)
+    for value in vars(engine).values():
+        if isinstance(value, list):
+            memo.update((id(f), f) for f in value if isinstance(f, Finding))
+    return memo
+
+
 def _freeze(engine: Engine, shared: dict[int, Any]) -> Engine | None:
-    """A copy of the engine's state without its window; `shared` maps ids of objects to share
-    (the diagnostics: the engine keys its state by them)."""
+    """A copy of the engine's state without its window."""
     history = _history(engine)
     if history is None:
         return None
-    memo = dict(shared)
+    memo = _memo(engine, shared)
     memo[id(history)] = type(history)()
     return copy.deepcopy(engine, memo)
 
 
 def _thaw(saved: Engine, shared: dict[int, Any], snaps: list[Snapshot]) -> Engine:
-    engine = copy.deepcopy(saved, dict(shared))
+    engine = copy.deepcopy(saved, _memo(saved, shared))
     history = _history(engine)
     assert history is not None
     for snap in snaps:

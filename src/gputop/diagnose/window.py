@@ -44,8 +44,10 @@ class History:
         if not n:
             return
         del self.snaps[:n], self.times[:n]
-        for col in self.columns.values():
+        for key, col in list(self.columns.items()):
             del col[:n]
+            if not col:  # read from no tick left (a process that exited): forget it
+                del self.columns[key]
 
     def since(self, t: float) -> Window:
         """The ticks at or after `t`."""

@@ -1,0 +1,88 @@
+"""The engine's window over its history: the rules see the same ticks and the same numbers as
+from a plain list, and each tick is read once however many rules and windows look at it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gputop.diagnose import window as w
+from gputop.diagnose.window import History
+from gputop.model import Missing, Snapshot
+from gputop.testing.synthetic import node
+
+T0 = 1_800_000_000.0
+
+
+def ticks(n: int) -> list[Snapshot]:
+    out = []
+    for t in range(n):
+        s = node(2, time=T0 + t, util_gpu=float(t % 7 * 10), processes=False)
+        hot = ("sw_thermal",) if t % 3 else ()
+        d1 = replace(s.devices[1], throttle=hot, temp_gpu=Missing("stale") if t == 5 else 60.0,
+                     throttle_time={"sw_power_cap": 10.0 + t * 0.5})
+        out.append(replace(s, devices=(s.devices[0], d1)))
+    return out
+
+
+def history(snaps: list[Snapshot]) -> History:
+    h = History()
+    for s in snaps:
+        h.append(s)
+    return h
+
+
+def test_a_window_is_the_sequence_of_its_ticks() -> None:
+    snaps = ticks(20)
+    win = history(snaps).since(T0 + 5)
+    plain = snaps[5:]
+    assert len(win) == 15 and list(win) == plain and list(reversed(win)) == plain[::-1]
+    assert win[0] is plain[0] and win[-1] is plain[-1]
+    assert list(win[2:6]) == plain[2:6] and list(win[::2]) == plain[::2]
+    assert list(w.last(win, 4)) == list(w.last(plain, 4)) == plain[-5:]
+    assert w.times(win) == [s.time for s in plain]
+
+
+def test_the_helpers_read_the_same_numbers_from_a_window_and_a_list() -> None:
+    snaps = ticks(30)
+    win, plain = history(snaps).since(T0), snaps
+    for index in (0, 1):
+        for name in ("util_gpu", "temp_gpu", "fan"):
+            assert w.series(win, index, name) == w.series(plain, index, name)
+            assert w.field_values(win, index, name) == w.field_values(plain, index, name)
+        assert w.busy_values(win, index) == w.busy_values(plain, index)
+        for reason in ("sw_thermal", "sw_power_cap", "hw_slowdown"):
+            assert w.reason_share(win, index, reason) == w.reason_share(plain, index, reason)
+            assert w.bit_run(win, index, reason) == w.bit_run(plain, index, reason)
+            assert w.throttle_series(win, index, reason) == w.throttle_series(plain, index,
+                                                                              reason)
+    assert w.field_values(plain, 1, "temp_gpu") == [60.0] * 29  # the stale tick is skipped
+    assert w.reason_share(plain, 1, "sw_thermal") == 20 / 30  # from the bits
+    assert w.counter_growth(plain, 1, "sw_power_cap") == (14.5, 29.0)  # from the counter
+
+
+def test_each_tick_is_read_once_however_many_windows_ask() -> None:
+    calls: list[float] = []
+
+    def util(s: Snapshot, index: int) -> float:
+        calls.append(s.time)
+        return float(s.devices[index].util_gpu)  # type: ignore[arg-type]
+
+    h = History()
+    for s in ticks(50):
+        h.append(s)
+        for seconds in (10, 30):
+            assert w.column(h.since(s.time - seconds), util, 0) == [
+                float(x.devices[0].util_gpu) for x in h.snaps if x.time >= s.time - seconds]
+    assert len(calls) == 50
+
+
+def test_what_was_read_from_forgotten_ticks_is_forgotten() -> None:
+    snaps = ticks(40)
+    h = history(snaps[:20])
+    w.column(h.since(T0), lambda s, pid: pid, 77)  # read while the process ran, then never
+    for s in snaps[20:]:
+        h.append(s)
+    w.column(h.since(T0 + 30), w._value, 0, "util_gpu")
+    h.forget_before(T0 + 35)
+    assert len(h) == 5
+    assert [len(col) for col in h.columns.values()] == [5]

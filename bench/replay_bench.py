@@ -26,6 +26,7 @@ import zlib
 from pathlib import Path
 
 from gputop.diagnose import default_engine
+from gputop.recording import COMPRESSION_LEVEL
 from gputop.recording_index import RecordingIndex
 from gputop.replay import demo_path
 from gputop.replay_control import FindingsTimeline, ReplayFeed, parse_seek
@@ -37,7 +38,7 @@ def make_recording(path: Path, hours: float) -> int:
     """Writes the demo repeated for `hours`; returns the number of ticks."""
     header, *ticks = gzip.decompress(demo_path().read_bytes()).split(b"\n")[:-1]
     n = int(hours * 3600)
-    z = zlib.compressobj(6, zlib.DEFLATED, 31)
+    z = zlib.compressobj(COMPRESSION_LEVEL, zlib.DEFLATED, 31)
     with path.open("wb") as f:
         f.write(z.compress(header + b"\n") + z.flush(zlib.Z_SYNC_FLUSH))
         for i in range(n):

@@ -137,6 +137,9 @@ def test_a_recording_over_midnight_finds_the_right_day() -> None:
     times = [start + 10 * i for i in range(61)]  # to 00:05 the next day
     assert parse_seek("23:58", times, 0) == 18
     assert parse_seek("00:01", times, 0) == 36
+    two_days = [T0 + 60 * i for i in range(2 * 24 * 60)]  # 08:00 to 07:59 two days later
+    assert parse_seek("09:00", two_days, 0) == 60
+    assert parse_seek("09:00", two_days, 2000) == 60 + 24 * 60  # the 09:00 nearest to here
     control = ReplayControl(times)
     control.seek(36)
     assert "2027-01-16 00:01:00" in control.status()  # two days: the date is said
@@ -372,26 +375,33 @@ def test_the_feed_follows_a_recording_being_written(tmp_path: Path) -> None:
     for s in snaps[:4]:
         writer.write(s)
 
-    async def run() -> list[float]:
+    async def run() -> tuple[list[float], str]:
         index = RecordingIndex(path, follow=True)
         feed = ReplayFeed(index, follow=True, engine=Engine([]))
         seen: list[float] = []
-        stream = feed.stream(0.05)
+
+        async def consume() -> None:
+            async for snap in feed.stream(0.05):
+                seen.append(snap.time)
+
+        task = asyncio.create_task(consume())
         try:
-            seen.append((await within(anext(stream))).time)  # the newest tick at once
+            await within(until(lambda: bool(seen)))
+            assert seen == [snaps[3].time]  # the newest tick at once
             for s in snaps[4:]:
                 writer.write(s)
-            while seen[-1] < snaps[-1].time:
-                seen.append((await within(anext(stream))).time)
+            await within(until(lambda: seen[-1] == snaps[-1].time))
+            writer.close()
+            await within(until(lambda: not feed.control.follow))  # the writer has finished
+            return seen, feed.status(now=snaps[-1].time + 600)
         finally:
-            await stream.aclose()
+            task.cancel()
             feed.close()
             index.close()
-        return seen
 
-    seen = asyncio.run(run())
-    writer.close()
-    assert seen[0] == snaps[3].time and seen[-1] == snaps[-1].time
+    seen, status = asyncio.run(run())
+    assert seen == sorted(seen) and seen[-1] == snaps[-1].time
+    assert status.endswith("(tick 10/10) 1x ■ end")
 
 
 def test_replay_modules_do_not_import_textual() -> None:

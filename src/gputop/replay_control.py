@@ -103,7 +103,7 @@ def parse_seek(text: str, times: Sequence[float], position: int) -> int:
         if not 1 <= tick <= n:
             raise SeekError(f"tick {tick} is not in the recording (1 to {n})")
         return tick - 1
-    t = _when(s, times)
+    t = _when(s, times, times[position])
     if t is None:
         raise SeekError(f"{text.strip()!r} is not {SEEK_HELP}")
     first, last = times[0], times[-1]
@@ -113,9 +113,9 @@ def parse_seek(text: str, times: Sequence[float], position: int) -> int:
     return nearest_tick(times, t)
 
 
-def _when(s: str, times: Sequence[float]) -> float | None:
-    """The epoch time a clock time ("10:04:20", on the recording's day nearest to it) or a date
-    and time ("2026-12-01 10:04:20") names, in local time."""
+def _when(s: str, times: Sequence[float], now: float) -> float | None:
+    """The epoch time a date and time ("2026-12-01 10:04:20") or a clock time ("10:04:20")
+    names, in local time; a clock time on the day of the recording that puts it nearest `now`."""
     m = _CLOCK.fullmatch(s)
     if m is None:
         try:
@@ -133,7 +133,7 @@ def _when(s: str, times: Sequence[float]) -> float | None:
         candidates.append(whole.timestamp() + ss % 1)
         day += datetime.timedelta(days=1)
     inside = [c for c in candidates if times[0] - 1.0 <= c <= times[-1] + 1.0]
-    return inside[0] if inside else candidates[0]
+    return min(inside or candidates, key=lambda c: abs(c - now))
 
 
 def _stamp(t: float, times: Sequence[float]) -> str:
@@ -177,12 +177,6 @@ class ReplayControl:
     def seek(self, tick: int) -> None:
         self.position = min(max(0, tick), self.last)
         self._carry = 0.0
-
-    def seek_text(self, text: str) -> int:
-        """Goes where `text` says (see parse_seek); returns the tick."""
-        tick = parse_seek(text, self.times, self.position)
-        self.seek(tick)
-        return tick
 
     def to_start(self) -> None:
         self.seek(0)
@@ -475,17 +469,24 @@ class FindingsWorker:
                     self.timeline.step_toward(target)
                     found = self.timeline.seen(target)
             except Exception as e:  # a damaged tick: said once, and the worker stops
-                self._failed(e)
+                if not self._stop:  # (closing mid-step closes the file under it: not news)
+                    self._tell(self._failed, e)
                 return
             now = time.monotonic()
             if found is not None:
                 self._published = target
-                self._publish(target, found)
+                self._tell(self._publish, target, found)
                 last = now
             elif now - last >= self._lag_s and self.timeline.position >= 0:
                 self._published = self.timeline.position
-                self._publish(self.timeline.position, self.timeline.findings())
+                self._tell(self._publish, self.timeline.position, self.timeline.findings())
                 last = now
+
+    def _tell(self, fn: Callable[..., None], *args: Any) -> None:
+        try:
+            fn(*args)
+        except RuntimeError:  # the event loop has closed: the replay is over
+            self._stop = True
 
 
 # ----------------------------------------------------------------------------------------------
@@ -574,6 +575,8 @@ class ReplayFeed:
                     before = self.index.ticks
                     if await asyncio.to_thread(self.index.refresh):
                         control.grew(before)
+                    if self.index.finished:  # the writer closed the file: nothing will come
+                        control.follow = False
                     next_poll = loop.time() + min(FOLLOW_POLL_S, interval)
                 now = loop.time()
                 control.play(now - last, interval)

@@ -121,9 +121,8 @@ def main() -> int:
     for name, tick in (("middle", mid), ("end", end)):
         real = " (measured)" if tick < span else " (extrapolated)"
         print(f"  {name:<14} (tick {tick + 1:,}): {ms(per_tick * (tick + 1))}{real}")
-    saved = len(timeline._saved)
-    print(f"  saved engine states: {saved} ({rss_mib() - before:,.0f} MiB resident with the "
-          f"decoded ticks cached)")
+    print(f"  saved engine states: {timeline.saved} ({rss_mib() - before:,.0f} MiB resident "
+          f"with the decoded ticks cached)")
     for back in (300, 3000):
         if back < span:
             took, _ = timed(timeline.at, span - 1 - back)

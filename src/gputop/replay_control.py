@@ -317,6 +317,12 @@ class FindingsTimeline:
     def findings(self) -> list[Finding]:
         return self.engine.open_findings()
 
+    @property
+    def saved(self) -> int:
+        """How many states of the engine are kept to start again from (0: it cannot be copied
+        without its window, and every jump back runs it from the start)."""
+        return len(self._saved) - 1
+
     def step_toward(self, target: int) -> None:
         """One piece of work towards `target`: one tick forward, or back to a saved state."""
         if not -1 <= target < self.index.ticks:

@@ -140,8 +140,10 @@ def apply(target: Any, patch: Any) -> Any:
     for k, v in patch.items():
         if v is None:
             out.pop(k, None)
-        else:
+        elif isinstance(v, dict):
             out[k] = apply(out.get(k), v)
+        else:
+            out[k] = v  # what apply() would return, without the call: most keys of a tick
     return out
 
 

@@ -23,9 +23,9 @@ from typing import Any
 
 from gputop.diagnose import default_engine
 from gputop.diagnose.engine import Finding
-from gputop.diagnose.window import device_at, number, percentile
+from gputop.diagnose.window import number, percentile
 from gputop.errors import GputopError
-from gputop.model import THROTTLE, Missing, Snapshot
+from gputop.model import THROTTLE, DeviceSample, Missing, Snapshot
 from gputop.recording import RecordingReader
 from gputop.safetext import printable
 
@@ -103,6 +103,23 @@ class DeviceSeries:
         self.throttled = dict.fromkeys(THROTTLE, 0.0)  # counter growth so far
         self._last: dict[str, float] = {}  # each counter's previous reading
 
+    def add(self, t: float, d: DeviceSample) -> None:
+        self.times.append(t)
+        for key, field, *_ in METRICS:
+            v = number(getattr(d, field))
+            self.metrics[key].append(_NAN if v is None else v)
+        tt = d.throttle_time
+        if isinstance(tt, Missing):
+            return
+        for reason, raw in tt.items():
+            v = number(raw)
+            if v is None or reason not in self.throttled:
+                continue
+            a = self._last.get(reason)
+            if a is not None:  # a drop is a reset (driver reload), not a negative
+                self.throttled[reason] += v - a if v >= a else v
+            self._last[reason] = v
+
     def values(self, key: str) -> list[float]:
         return [v for v in self.metrics[key] if not math.isnan(v)]
 
@@ -132,28 +149,8 @@ class Recap:
             if d.index in seen:
                 continue  # the first entry of an index is the device
             seen.add(d.index)
-            if d.lost is not None:
-                continue  # a lost GPU says nothing
-            dev.times.append(s.time)
-            for key, field, *_ in METRICS:
-                v = number(getattr(d, field))
-                dev.metrics[key].append(_NAN if v is None else v)
-            self._counters(s, d.index, dev)
-
-    @staticmethod
-    def _counters(s: Snapshot, index: int, dev: DeviceSeries) -> None:
-        d = device_at(s, index)
-        tt = d.throttle_time if d is not None else None
-        if tt is None or isinstance(tt, Missing):
-            return
-        for reason, raw in tt.items():
-            v = number(raw)
-            if v is None or reason not in dev.throttled:
-                continue
-            a = dev._last.get(reason)
-            if a is not None:  # a drop is a reset (driver reload), not a negative
-                dev.throttled[reason] += v - a if v >= a else v
-            dev._last[reason] = v
+            if d.lost is None:  # a lost GPU says nothing
+                dev.add(s.time, d)
 
     def summary(self, findings: Sequence[Finding]) -> list[dict[str, Any]]:
         end = self.end if self.end is not None else 0.0

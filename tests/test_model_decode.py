@@ -1,0 +1,76 @@
+"""Snapshots read back from JSON or a recording are the Snapshots that were written: same values,
+same defaults, still frozen, whichever way `from_dict` builds them."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import replace
+
+import pytest
+
+from gputop.model import (
+    ChildProcess,
+    DeviceSample,
+    JobInfo,
+    LinkSample,
+    Missing,
+    ProbeStats,
+    ProcessSample,
+    Snapshot,
+    from_dict,
+    mark_all,
+)
+from gputop.recording import SnapshotDecoder, from_record, to_record
+from gputop.testing.synthetic import GIB, node
+
+T0 = 1_800_000_000.0
+
+
+def busy_node(t: float = T0) -> Snapshot:
+    s = node(2, time=t, links=4)
+    p = ProcessSample(pid=7, device_index=1, gpu_mem=3 * GIB, cmdline=("python", "x.py"),
+                      job=JobInfo(slurm_job_id="9"), children=(ChildProcess(8, "w", 99.0, 1),),
+                      probe=ProbeStats(ts=t, allocated=GIB, batch_sizes=((8, 2 * GIB),)),
+                      user=Missing("not_visible"))
+    gone = Missing("gpu_lost", since=t)
+    lost = replace(mark_all(s.devices[0], gone), lost=gone)
+    return replace(s, devices=(lost, s.devices[1]), processes=(*s.processes, p),
+                   warnings=("GPU0 fell off the bus",))
+
+
+def test_json_and_record_form_read_back_equal() -> None:
+    s = busy_node()
+    assert Snapshot.from_dict(s.to_dict()) == s
+    assert from_record(to_record(s)) == s
+    back = from_record(to_record(s))
+    assert repr(back) == repr(s)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        back.devices[1].util_gpu = 1.0  # type: ignore[misc]
+
+
+def test_absent_fields_take_their_defaults_and_unknown_keys_are_ignored() -> None:
+    link = from_dict(LinkSample, {"device_index": 0, "link": 3, "kind": "nvlink",
+                                  "from_a_newer_gputop": 1})
+    assert link == LinkSample(device_index=0, link=3, kind="nvlink")
+    dev = from_dict(DeviceSample, {"index": 0, "vendor": "nvidia", "name": "x", "uuid": "u",
+                                   "pci_bus_id": "b", "fan": None,
+                                   "unavailable": {"power_draw": {"reason": "unsupported"}}})
+    assert dev.fan == Missing("error", detail="null without a reason")
+    assert dev.power_draw == Missing("unsupported") and dev.mig_devices == ()
+
+
+def test_a_missing_required_field_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="link"):
+        from_dict(LinkSample, {"device_index": 0, "kind": "nvlink"})
+    with pytest.raises(TypeError):
+        from_dict(DeviceSample, {"index": 0, "unavailable": {}, "fan": None})
+
+
+def test_the_decoder_shares_what_did_not_change_between_ticks() -> None:
+    a, b = busy_node(T0), replace(busy_node(T0 + 1), links=busy_node(T0).links)
+    ra = to_record(a)
+    rb = {**ra, "time": b.time}  # a merge patch that changed only the time
+    dec = SnapshotDecoder()
+    sa, sb = dec.decode(ra), dec.decode(rb)
+    assert sa == a and sb == replace(a, time=b.time)
+    assert sb.links[0] is sa.links[0] and sb.devices[1] is sa.devices[1]

@@ -106,8 +106,8 @@ def render_html(path: str, header: dict[str, Any], recap: Recap,
     parts.append("<h2>Summary per GPU</h2>")
     parts.append(_summary(devices))
     parts.append("<h2>GPUs over time</h2>")
-    parts.append('<p class="meta">A shaded band is a finding on that GPU or the whole node; '
-                 "point at it for its title. Severities and details are in the table below.</p>")
+    parts.append('<p class="meta">A shaded band is a stretch with a finding on that GPU or the '
+                 "whole node (point at it for its severity); the findings are listed below.</p>")
     for index in sorted(recap.devices):
         dev = recap.devices[index]
         mine = [f for f in findings if f.device in (index, None)]

@@ -21,7 +21,7 @@ from typing import IO, Any
 
 from gputop.errors import GputopError
 from gputop.model import JobInfo, from_dict
-from gputop.recording import RecordingReader
+from gputop.recording import SeriesReader
 from gputop.safetext import printable
 
 # (column, type) where type is one of: float, int, str, bool. Device columns are read from the
@@ -51,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gputop export",
         description="Export a recording as a table: one row per (time, GPU), or per (time, "
                     "process) with --processes.")
-    p.add_argument("file", metavar="FILE", help="a recording written by gputop --record")
+    p.add_argument("file", metavar="FILE",
+                   help="a recording written by gputop --record (with its later segments)")
     p.add_argument("-o", "--output", metavar="OUT", required=True,
                    help="OUT.csv, or OUT.parquet (needs pyarrow)")
     p.add_argument("--processes", action="store_true",
@@ -78,7 +79,7 @@ def export(path: str, out: str, *, processes: bool = False) -> tuple[int, str | 
     write = _write_parquet if suffix == ".parquet" else _write_csv
     if suffix == ".parquet":
         _pyarrow()  # before reading anything
-    reader = RecordingReader(path)
+    reader = SeriesReader(path)
     columns = PROCESS_COLUMNS if processes else DEVICE_COLUMNS
     rows = (process_rows if processes else device_rows)(reader.states())
     n = write(out, columns, rows)

@@ -26,7 +26,7 @@ from gputop.diagnose.engine import Finding
 from gputop.diagnose.window import number, percentile
 from gputop.errors import GputopError
 from gputop.model import THROTTLE, DeviceSample, Missing, Snapshot
-from gputop.recording import RecordingReader
+from gputop.recording import SeriesReader
 from gputop.safetext import printable
 
 STARVED_ID = "loader.starvation"
@@ -45,7 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="gputop report",
         description="Diagnose a recording: the findings' timeline and a summary per GPU.")
-    p.add_argument("file", metavar="FILE", help="a recording written by gputop --record")
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help="a recording written by gputop --record (its later segments, FILE.1 "
+                        "..., are read too), or the segments to read")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--html", metavar="OUT", help="write the report as one HTML page with charts "
                                                  "(no network needed to view it)")
@@ -57,7 +59,8 @@ def main(argv: list[str]) -> int:
     out, err = sys.stdout, sys.stderr
     args = build_parser().parse_args(argv)
     try:
-        reader = RecordingReader(args.file)
+        path = args.files[0]
+        reader = SeriesReader(args.files if len(args.files) > 1 else path)
         engine = default_engine()
         recap = Recap()
         for snap in reader:
@@ -68,7 +71,7 @@ def main(argv: list[str]) -> int:
         if args.html:
             from gputop.diagnose.report_html import write_html
 
-            write_html(args.html, args.file, reader.header, recap, findings, devices,
+            write_html(args.html, path, reader.header, recap, findings, devices,
                        warning=reader.warning)
     except GputopError as e:
         print(f"gputop: {e}", file=err)
@@ -76,7 +79,7 @@ def main(argv: list[str]) -> int:
     if reader.warning:
         print(f"gputop: warning: {reader.warning}", file=err)
     if args.json:
-        doc = {"file": args.file, "ticks": recap.ticks, "start": recap.start, "end": recap.end,
+        doc = {"file": path, "ticks": recap.ticks, "start": recap.start, "end": recap.end,
                "warning": reader.warning,
                "findings": [f.to_dict() for f in findings], "devices": devices}
         json.dump(doc, out, indent=2, ensure_ascii=False)
@@ -85,7 +88,7 @@ def main(argv: list[str]) -> int:
         out.write(f"wrote {printable(args.html)}: {len(findings)} findings, "
                   f"{len(devices)} GPUs, {recap.ticks} ticks\n")
     else:
-        out.write(render(args.file, reader.header, recap, findings, devices))
+        out.write(render(path, reader.header, recap, findings, devices))
     return 0
 
 

@@ -4,6 +4,7 @@
     python bench/postmortem_bench.py              # 24 h of an 8-GPU node at 1 Hz
     python bench/postmortem_bench.py --hours 1    # quicker
     python bench/postmortem_bench.py --keep run.gputop   # keep the recording
+    python bench/postmortem_bench.py --recording run.gputop --html   # report on a kept one
 
 The day is the bundled demo's ten minutes played over and over (each pass retimed, with its
 processes running on, energy and clock-event counters carried on, and a little noise on the
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import random
 import resource
 import shutil
@@ -156,5 +156,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("PYTHONHASHSEED", "0")
     sys.exit(main())

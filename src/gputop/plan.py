@@ -455,16 +455,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help="parameter count: 8B, 7e9, 184M")
     p.add_argument("--dtype", choices=list(DTYPE_BYTES), default="bf16",
                    help="weight dtype (default bf16); with --qlora, the compute dtype")
-    p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw")
-    p.add_argument("--mode", choices=("train", "infer"), default="train")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw",
+                   help="optimizer whose states are held (default adamw: fp32 m and v)")
+    p.add_argument("--mode", choices=("train", "infer"), default="train",
+                   help="train (weights, gradients, optimizer, activations) or infer "
+                        "(default train)")
     p.add_argument("--batch", type=_positive_int, default=1, help="per-GPU micro-batch")
     p.add_argument("--seq", type=_positive_int, default=2048, help="sequence length in tokens")
-    p.add_argument("--hidden", type=_positive_int)
-    p.add_argument("--layers", type=_positive_int)
-    p.add_argument("--vocab", type=_positive_int)
-    p.add_argument("--heads", type=_positive_int)
-    p.add_argument("--kv-heads", type=_positive_int)
-    p.add_argument("--grad-checkpointing", action="store_true")
+    p.add_argument("--hidden", type=_positive_int, help="model width (hidden size)")
+    p.add_argument("--layers", type=_positive_int, help="transformer layers")
+    p.add_argument("--vocab", type=_positive_int, help="vocabulary size (the logits' width)")
+    p.add_argument("--heads", type=_positive_int, help="attention heads")
+    p.add_argument("--kv-heads", type=_positive_int,
+                   help="key/value heads (fewer than --heads with grouped-query attention)")
+    p.add_argument("--grad-checkpointing", action="store_true",
+                   help="keep one activation per layer and recompute the rest")
     p.add_argument("--lora", type=_positive_int, metavar="RANK", help="LoRA with this rank")
     p.add_argument("--qlora", action="store_true",
                    help=f"4-bit NF4 base with LoRA adapters (rank from --lora, default "

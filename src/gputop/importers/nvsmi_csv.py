@@ -28,7 +28,15 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gputop.importers.nvsmi_values import ABSENT, REASONS, Reading, classify, unreadable
+from gputop.importers.nvsmi_values import (
+    ABSENT,
+    REASONS,
+    Reading,
+    classify,
+    pstate,
+    text_or_blank,
+    unreadable,
+)
 from gputop.model import (
     THROTTLE,
     DeviceSample,
@@ -366,7 +374,7 @@ def _device(index: int, cells: Mapping[str, str], units: Mapping[str, str], when
         clock_mem=c.integer(_MHZ, "clocks.current.memory"),
         clock_sm_max=c.integer(_MHZ, "clocks.max.sm", "clocks.max.graphics"),
         clock_mem_max=c.integer(_MHZ, "clocks.max.memory"),
-        pstate=_pstate(c.reading("pstate")),
+        pstate=pstate(c.reading("pstate")),
         fan=c.number(_PERCENT, "fan.speed"),
         persistence_mode=c.flag("persistence_mode"),
         compute_capability=c.reading("compute_cap"),
@@ -389,23 +397,12 @@ def _device(index: int, cells: Mapping[str, str], units: Mapping[str, str], when
     return DeviceSample(
         index=index,
         vendor="nvidia",
-        name=_text(c.reading("name")),
-        uuid=_text(c.reading("uuid")),
-        pci_bus_id=_text(c.reading("pci.bus_id")),
+        name=text_or_blank(c.reading("name")),
+        uuid=text_or_blank(c.reading("uuid")),
+        pci_bus_id=text_or_blank(c.reading("pci.bus_id")),
         lost=lost,
         **f,  # type: ignore[arg-type]
     )
-
-
-def _text(r: Reading) -> str:
-    return r if isinstance(r, str) else ""
-
-
-def _pstate(r: Reading) -> int | Missing:
-    if isinstance(r, Missing):
-        return r
-    m = re.fullmatch(r"P(\d+)", r)
-    return int(m.group(1)) if m else unreadable(r)
 
 
 def _throttle(c: _Cells) -> tuple[str, ...] | Missing:

@@ -10,6 +10,7 @@ is "unsupported" with the detail `NOT_IN_FILE`, so the two cases stay apart.
 from __future__ import annotations
 
 import functools
+import re
 
 from gputop.model import Missing
 
@@ -72,3 +73,16 @@ def classify(text: str) -> Reading:
 
 def unreadable(text: str) -> Missing:
     return Missing("error", detail=f"cannot read {text!r}")
+
+
+def text_or_blank(r: Reading) -> str:
+    """A name, UUID or bus id: the text, or "" where the file has none."""
+    return r if isinstance(r, str) else ""
+
+
+def pstate(r: Reading) -> int | Missing:
+    """"P0" -> 0."""
+    if isinstance(r, Missing):
+        return r
+    m = re.fullmatch(r"P(\d+)", r)
+    return int(m.group(1)) if m else unreadable(r)

@@ -26,6 +26,8 @@ from gputop.importers.nvsmi_values import PROCESS_KINDS as _PROCESS_KINDS
 from gputop.importers.nvsmi_values import REASONS as _REASONS
 from gputop.importers.nvsmi_values import Reading
 from gputop.importers.nvsmi_values import classify as _classify
+from gputop.importers.nvsmi_values import pstate as _pstate
+from gputop.importers.nvsmi_values import text_or_blank as _text_or_blank
 from gputop.importers.nvsmi_values import unreadable as _unreadable
 from gputop.model import (
     THROTTLE,
@@ -274,17 +276,6 @@ def _device(index: int, gpu: ET.Element, warnings: list[str]) -> DeviceSample:
         **_ecc(gpu),
         **_remapped_rows(gpu.find("remapped_rows")),
     )
-
-
-def _text_or_blank(r: Reading) -> str:
-    return r if isinstance(r, str) else ""
-
-
-def _pstate(r: Reading) -> int | Missing:
-    if isinstance(r, Missing):
-        return r
-    m = re.fullmatch(r"P(\d+)", r)
-    return int(m.group(1)) if m else _unreadable(r)
 
 
 def _temperatures(temp: ET.Element | None) -> dict[str, object]:

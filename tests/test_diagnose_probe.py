@@ -1,4 +1,5 @@
-"""loader.wait, mem.fragmentation and mem.headroom: what the in-process probe tells the rules."""
+"""mem.fragmentation and mem.headroom: what the in-process probe tells the rules about memory.
+(Its loader wait is evidence of loader.starvation: tests/test_diagnose_starvation.py.)"""
 
 from __future__ import annotations
 
@@ -22,39 +23,6 @@ def tick(t: float, stats: ProbeStats | None, *, gpu_mem: int = 60 * GIB,
                       cmdline=("python3", "train.py"), create_time=T0 - 3600,
                       probe=replace(stats, ts=T0 + t) if stats is not None else None)
     return replace(s, processes=(p, *others))
-
-
-def loop(wait_frac: float, step_s: float = 0.033) -> ProbeStats:
-    return ProbeStats(ts=0.0, steps=5000, step_time_s=step_s, wait_frac=wait_frac,
-                      loader_wait_s=wait_frac * step_s * 50)
-
-
-# -- loader.wait ------------------------------------------------------------------------------
-
-
-def test_a_loop_waiting_47_percent_for_its_loader_opens_a_warning_after_a_minute() -> None:
-    engine = Engine([probe.WAIT])
-    snaps = [tick(t, loop(0.476)) for t in range(0, 90)]
-    opened = next(s.time - T0 for s in snaps if engine.update(s))
-    assert 60 <= opened <= 65
-    (f,) = engine.open_findings()
-    assert (f.id, f.severity, f.device, f.pid) == ("loader.wait", "warning", 0, PID)
-    assert "PID 4242" in f.title and "train.py" in f.title
-    assert "47.6 % of step time is spent waiting for the DataLoader" in f.title
-    assert "33 ms step, 16 ms waiting" in f.title
-    assert "num_workers" in f.fix
-
-
-def test_a_loop_waiting_2_percent_stays_quiet() -> None:
-    assert Engine([probe.WAIT]).run(tick(t, loop(0.02)) for t in range(0, 200, 5)) == []
-
-
-def test_wait_severity_follows_the_thresholds() -> None:
-    def severity(frac: float) -> str | None:
-        conds = probe.check_wait([tick(0, loop(frac))])
-        return conds[0].severity if conds else None
-
-    assert [severity(x) for x in (0.04, 0.1, 0.3, 0.6)] == [None, "info", "warning", "critical"]
 
 
 # -- mem.fragmentation ------------------------------------------------------------------------
@@ -177,9 +145,10 @@ def test_a_saturated_gpu_or_a_batch_near_its_limit_gets_no_suggestion() -> None:
 
 def test_probe_rules_are_built_in_and_quiet_without_a_probe() -> None:
     names = {d.name for d in BUILTIN}
-    assert {"loader.wait", "mem.fragmentation", "mem.headroom"} <= names
+    assert {"mem.fragmentation", "mem.headroom"} <= names
+    assert "loader.wait" not in names  # the probe's wait is one view of loader.starvation
     plain = [replace(node(1, time=T0 + t), processes=(ProcessSample(pid=PID, device_index=0,
                                                                     gpu_mem=70 * GIB),))
              for t in range(0, 400, 5)]
-    for rule in (probe.WAIT, probe.FRAGMENTATION, probe.HEADROOM):
+    for rule in (probe.FRAGMENTATION, probe.HEADROOM):
         assert Engine([rule]).run(plain) == []

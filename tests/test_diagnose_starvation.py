@@ -1,4 +1,5 @@
-"""R1 loader.starvation, outside-in, on synthetic 8x H100 windows."""
+"""loader.starvation on synthetic 8x H100 windows: seen from outside (NVML and the host), from
+inside (the probe's share of each step spent waiting for the DataLoader), and both at once."""
 
 from __future__ import annotations
 
@@ -6,7 +7,15 @@ from dataclasses import replace
 
 from gputop.diagnose import Engine
 from gputop.diagnose.rules import starvation
-from gputop.model import ChildProcess, HostSample, JobInfo, Missing, ProcessSample, Snapshot
+from gputop.model import (
+    ChildProcess,
+    HostSample,
+    JobInfo,
+    Missing,
+    ProbeStats,
+    ProcessSample,
+    Snapshot,
+)
 from gputop.testing.synthetic import GIB, node
 
 T0 = 1_800_000_000.0
@@ -14,11 +23,12 @@ STALL = 120  # the loader stalls from this second on
 
 
 def trainer(i: int, *, workers: int = 6, worker_cpu: float = 60.0, main_cpu: float = 101.0,
-            age: float = 3600.0, mem: int = 62 * GIB, sm: float = 80.0) -> ProcessSample:
+            age: float = 3600.0, mem: int = 62 * GIB, sm: float = 80.0,
+            probe: ProbeStats | None = None) -> ProcessSample:
     return ProcessSample(
         pid=4242 + i, device_index=i, gpu_mem=mem, sm_util=sm, user="ml", name="python3",
         cmdline=("/usr/bin/python3", "train.py", f"--local_rank={i}"), cpu_percent=main_cpu,
-        rss=20 * GIB, create_time=T0 - age, job=JobInfo(slurm_job_id="77"),
+        rss=20 * GIB, create_time=T0 - age, job=JobInfo(slurm_job_id="77"), probe=probe,
         children=tuple(ChildProcess(9000 + 10 * i + k, "pt_data_worker", worker_cpu, 2 * GIB)
                        for k in range(workers)))
 
@@ -26,6 +36,8 @@ def trainer(i: int, *, workers: int = 6, worker_cpu: float = 60.0, main_cpu: flo
 def tick(t: int, *, busy: float, util: float | None = None, n: int = 8,
          host: HostSample | None = None, **proc: object) -> Snapshot:
     s = node(n, time=T0 + t, util_gpu=busy if util is None else util, gr_active=busy)
+    if isinstance(proc.get("probe"), ProbeStats):  # published at this tick
+        proc["probe"] = replace(proc["probe"], ts=T0 + t)  # type: ignore[type-var]
     return replace(s, processes=tuple(trainer(i, **proc) for i in range(n)),  # type: ignore[arg-type]
                    host=host or HostSample(cpu_count=104, cpu_percent=30.0,
                                            cpu_percent_per_core=(30.0,) * 104,
@@ -37,10 +49,11 @@ def sawtooth(t: int) -> tuple[float, float]:
     return (90.0, 100.0) if t % 9 < 4 else (5.0, 0.0)
 
 
-def starved_run(seconds: int = 400, **proc: object) -> list[Snapshot]:
+def starved_run(seconds: int = 400, *, stall_end: int = 10**9,
+                **proc: object) -> list[Snapshot]:
     out = []
     for t in range(seconds):
-        if t < STALL:
+        if not STALL <= t < stall_end:
             out.append(tick(t, busy=97.0))
         else:
             busy, util = sawtooth(t)
@@ -157,3 +170,127 @@ def test_without_gpm_nvml_utilization_is_the_busy_signal() -> None:
              for s in starved_run(worker_cpu=99.0)]
     c = next(c for c in starvation.check(window_of(snaps)) if c.device == 0)
     assert "NVML utilization" in c.cause
+
+
+# -- with the in-process probe ----------------------------------------------------------------
+
+
+def loop(wait_frac: float, step_s: float = 0.033) -> ProbeStats:
+    """What the probe publishes for a loop that spends `wait_frac` of each step in next()."""
+    return ProbeStats(ts=0.0, steps=5000, step_time_s=step_s, wait_frac=wait_frac,
+                      loader_wait_s=wait_frac * step_s * 50)
+
+
+def probed_run(seconds: int = 400, *, wait_from: int = STALL, wait_until: int = 10**9,
+               **proc: object) -> list[Snapshot]:
+    """`starved_run` where every rank runs the probe, whose loop waits 57 % of each step for
+    data between `wait_from` and `wait_until` (its 50-step average trails the stall's end)."""
+    return [replace(s, processes=tuple(
+        replace(p, probe=replace(loop(0.57 if wait_from <= t < wait_until else 0.01),
+                                 ts=s.time)) for p in s.processes))
+            for t, s in enumerate(starved_run(seconds, **proc))]
+
+
+def opened(engine: Engine, snaps: list[Snapshot], device: int = 0) -> float | None:
+    """The second (since T0) at which a starvation finding on `device` first shows."""
+    for s in snaps:
+        if any(f.id == "loader.starvation" and f.device == device for f in engine.update(s)):
+            return s.time - T0
+    return None
+
+
+def outside_from(snaps: list[Snapshot]) -> int:
+    """The second at which the outside view first holds: the minute's mean busy has to fall."""
+    return next(t for t in range(len(snaps)) if starvation.check(snaps[max(0, t - 299):t + 1]))
+
+
+def test_both_views_of_a_starved_rank_make_one_finding_led_by_the_measured_wait() -> None:
+    engine = Engine([starvation.STARVATION])
+    snaps = probed_run(worker_cpu=99.0)
+    # The probe sees the wait at once; its hold is a minute, shorter than the inference's two.
+    assert opened(engine, snaps) == STALL + starvation.WAIT_FOR_S
+    found = engine.open_findings()
+    assert sorted((f.device, f.pid) for f in found) == [(i, 4242 + i) for i in range(8)]
+    f = next(f for f in found if f.device == 0)
+    assert f.id == "loader.starvation" and f.severity == "critical"  # > 50 % of each step
+    assert f.since == T0 + STALL  # the earlier of the two views: the probe's
+    assert f.title.startswith("GPU0 starved: PID 4242 `train.py` spends 57.0 % of each step "
+                              "waiting for its DataLoader, GPU busy ")
+    assert f.title.endswith("its 6 DataLoader workers are at 99 % CPU")
+    assert list(f.evidence)[:2] == ["wait_frac", "step_time_s"]  # the measured wait leads
+    assert f.evidence["wait_frac"] == 0.57 and f.evidence["busy_pct"] < 70
+    assert f.evidence["workers"] == 6 and f.evidence["worker_cpu_pct"] >= 95
+    assert f.cause.startswith("Measured in the process by gputop.probe: 57.0 % of step time")
+    assert "bursty" in f.cause and "CPU-bound" in f.cause and "num_workers" in f.fix
+
+
+def test_the_outside_view_alone_still_flags_a_job_without_the_probe() -> None:
+    engine = Engine([starvation.STARVATION])
+    snaps = starved_run(worker_cpu=99.0)
+    seen = outside_from(snaps)
+    assert STALL < seen < STALL + starvation.WINDOW_S
+    assert opened(engine, snaps) == seen + starvation.FOR_S
+    f = next(f for f in engine.open_findings() if f.device == 0)
+    assert "wait_frac" not in f.evidence and next(iter(f.evidence)) == "busy_pct"
+    assert f.title.startswith("GPU0 starved by its input pipeline: busy ")
+
+
+def test_a_finding_seen_from_outside_first_starts_there_when_the_probe_joins() -> None:
+    # The loop's wait shows in the probe only 100 s into the stall (its window was full of
+    # fast steps, or the probe started late): the finding starts when the GPU went idle.
+    engine = Engine([starvation.STARVATION])
+    snaps = probed_run(wait_from=STALL + 100, worker_cpu=99.0)
+    at = opened(engine, snaps)
+    assert at == STALL + 100  # the union had held for more than the probe's minute by then
+    f = next(f for f in engine.open_findings() if f.device == 0)
+    assert f.since == T0 + outside_from(starved_run(worker_cpu=99.0)) < T0 + STALL + 100
+    assert f.evidence["wait_frac"] == 0.57
+
+
+def test_the_finding_ends_when_the_last_view_clears_and_closes_after_the_hold() -> None:
+    # The stall ends at 330; the GPU's minute average recovers before the probe's 50 steps do.
+    snaps = probed_run(500, stall_end=330, wait_until=372, worker_cpu=99.0)
+    engine = Engine([starvation.STARVATION])
+    engine.run(snaps[:372 + 59])
+    assert len([f for f in engine.open_findings() if f.device == 0]) == 1  # still in its hold
+    timeline = [f for f in Engine([starvation.STARVATION]).run(snaps) if f.device == 0]
+    assert [(f.since - T0, f.until and f.until - T0) for f in timeline] == [(STALL, 372)]
+
+
+def test_a_loop_waiting_on_network_storage_is_flagged_from_the_probe_alone() -> None:
+    # NVML sees the GPU busy enough (75 %) and the workers idle with no I/O wait: outside-in
+    # there is nothing to see, but the loop waits a quarter of each step for its data.
+    snaps = [tick(t, busy=75.0, worker_cpu=4.0, probe=loop(0.25)) for t in range(200)]
+    conds = starvation.check(snaps[:100])
+    assert conds and not any("busy_pct" in c.evidence for c in conds)
+    engine = Engine([starvation.STARVATION])
+    assert opened(engine, snaps) == starvation.WAIT_FOR_S
+    f = next(f for f in engine.open_findings() if f.device == 0)
+    assert f.severity == "warning" and f.pid == 4242
+    assert f.title == ("GPU0 starved: PID 4242 `train.py` spends 25.0 % of each step waiting for "
+                       "its DataLoader; its loader is idle and the host shows no I/O wait: a "
+                       "slow source?")
+    assert "network storage" in f.cause and "33 ms step, 8 ms waiting" in f.cause
+    assert "local NVMe" in f.fix and "prefetch_factor" in f.fix
+    assert f.evidence["worker_cpu_pct"] == 4.0
+
+
+def test_the_probes_share_sets_the_severity_and_2_percent_stays_quiet() -> None:
+    def severity(frac: float) -> str | None:
+        conds = starvation.check([tick(0, busy=97.0, n=1, probe=loop(frac))])
+        return conds[0].severity if conds else None
+
+    assert [severity(x) for x in (0.02, 0.04, 0.1, 0.3, 0.6)] == [
+        None, None, "info", "warning", "critical"]
+    assert Engine([starvation.STARVATION]).run(
+        tick(t, busy=97.0, probe=loop(0.02)) for t in range(200)) == []
+
+
+def test_a_probed_process_on_two_gpus_is_judged_once_on_its_home_gpu() -> None:
+    def ranks(t: int) -> Snapshot:
+        s = tick(t, busy=97.0, n=2, worker_cpu=4.0, probe=loop(0.3))
+        small, large = s.processes  # one process: a context on GPU 0, its work on GPU 1
+        return replace(s, processes=(replace(small, gpu_mem=GIB), replace(large, pid=4242)))
+
+    conds = starvation.check([ranks(t) for t in range(90)])
+    assert [(c.device, c.pid) for c in conds] == [(1, 4242)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gputop.memory_split import memory_split, memory_splits
+from gputop.memory_split import home_processes, memory_split, memory_splits
 from gputop.model import Missing, ProbeStats, ProcessSample, Snapshot
 from gputop.testing.synthetic import GIB, node
 
@@ -130,3 +130,6 @@ def test_a_process_on_two_gpus_is_split_once_where_its_allocator_works() -> None
     splits = memory_splits(s)
     assert set(splits) == {0}
     assert splits[0].parts == (40 * GIB, 8 * GIB, 2 * GIB, 0)
+    # The diagnostics judge its allocator on the same GPU; a process without a probe has none.
+    with_plain = replace(s, processes=(peer, plain(12, 1, 9 * GIB), home))
+    assert home_processes(with_plain) == {11: home}

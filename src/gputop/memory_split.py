@@ -79,10 +79,11 @@ def usable(probe: ProbeStats | None, now: float, max_age: float = MAX_PROBE_AGE_
     return "cudamallocasync" not in (probe.allocator_conf or "").lower()
 
 
-def home_devices(snap: Snapshot) -> dict[int, int]:
-    """pid -> the GPU where a probed process holds the most memory, where its allocator works.
-    A process with a context on two GPUs appears twice with the same payload; the allocator's
-    numbers are counted once, on this GPU."""
+def home_processes(snap: Snapshot) -> dict[int, ProcessSample]:
+    """pid -> a probed process's entry on the GPU where it holds the most memory, where its
+    allocator works. A process with a context on two GPUs appears twice with the same payload;
+    the allocator's numbers belong to this GPU alone (the memory split counts them once, the
+    diagnostics judge them once)."""
     best: dict[int, ProcessSample] = {}
     for p in snap.processes:
         if p.probe is None:
@@ -90,7 +91,12 @@ def home_devices(snap: Snapshot) -> dict[int, int]:
         cur = best.get(p.pid)
         if cur is None or (value(p.gpu_mem) or 0) > (value(cur.gpu_mem) or 0):
             best[p.pid] = p
-    return {pid: p.device_index for pid, p in best.items()}
+    return best
+
+
+def home_devices(snap: Snapshot) -> dict[int, int]:
+    """pid -> the GPU of `home_processes`."""
+    return {pid: p.device_index for pid, p in home_processes(snap).items()}
 
 
 def process_memory(p: ProcessSample) -> ProcessMemory:

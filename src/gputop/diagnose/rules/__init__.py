@@ -7,14 +7,14 @@ from gputop.diagnose.engine import Diagnostic
 from gputop.diagnose.rules.copy_bound import COPY_BOUND
 from gputop.diagnose.rules.health import LOST, MEMORY_ERRORS, NVLINK, PCIE
 from gputop.diagnose.rules.memory import GROWTH, PRESSURE
-from gputop.diagnose.rules.probe import FRAGMENTATION, HEADROOM, WAIT
+from gputop.diagnose.rules.probe import FRAGMENTATION, HEADROOM
 from gputop.diagnose.rules.starvation import STARVATION
 from gputop.diagnose.rules.straggler import STRAGGLER
 from gputop.diagnose.rules.throttle import POWER, THERMAL
 
 BUILTIN: tuple[Diagnostic, ...] = (
     LOST, MEMORY_ERRORS, PCIE, NVLINK, THERMAL, POWER, STARVATION, COPY_BOUND, GROWTH, PRESSURE,
-    STRAGGLER, WAIT, FRAGMENTATION, HEADROOM,
+    STRAGGLER, FRAGMENTATION, HEADROOM,
 )
 
 __all__ = ["BUILTIN"]

@@ -1,11 +1,12 @@
-"""What the in-process probe shows and NVML cannot: R2 `loader.wait`, R4 `mem.fragmentation` and
-R7 `mem.headroom` (notes §4.3, §5.2, §7.1, §8).
+"""What the in-process probe shows about memory and NVML cannot: R4 `mem.fragmentation` and
+R7 `mem.headroom` (notes §4.3, §7.1, §8). The probe's loader wait (R2) is evidence of
+`loader.starvation` and is read there, so one problem makes one finding.
 
 Each reads `ProcessSample.probe`; a process without a probe gives no condition at all. The probe
 publishes about once a second, so consecutive ticks may carry the same payload: the peaks are taken
 as maxima over the window, the cumulative counters as their growth between the oldest and newest
 payloads. A process that holds a context on two GPUs shows up twice with the same payload; it is
-judged on the GPU where it holds the most memory, where its allocator works.
+judged on its home GPU (`home_processes`), where its allocator works.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gputop.diagnose.engine import Condition, Diagnostic
-from gputop.diagnose.rules.starvation import FIX as LOADER_FIX
 from gputop.diagnose.window import (
     busy_values,
     column,
@@ -28,19 +28,10 @@ from gputop.diagnose.window import (
     median,
     number,
 )
+from gputop.memory_split import home_processes
 from gputop.model import ProbeStats, ProcessSample, Snapshot
 
 GiB = 1 << 30
-
-# R2 loader.wait
-WAIT_WINDOW_S = 60.0
-WAIT_FOR_S = 60.0
-WAIT_INFO = 0.05  # torch_tb_profiler's "high time cost on input data loading" threshold
-WAIT_WARNING = 0.20
-WAIT_CRITICAL = 0.50
-WAIT_STEPS = 50  # the probe's wait_frac covers its last 50 steps
-WORKER_PEGGED = 85.0  # as R1 class 1: median worker CPU >= 85 % of a core
-MAIN_PEGGED = 90.0  # as R1 class 2: no workers and the main process >= 90 %
 
 # R4 mem.fragmentation
 FRAG_WINDOW_S = 300.0
@@ -84,18 +75,6 @@ HEADROOM_CAVEATS = ("An estimate: linear in batch at a fixed sequence length or 
 # -- the probed processes ---------------------------------------------------------------------
 
 
-def _home(snap: Snapshot) -> dict[int, ProcessSample]:
-    """pid -> the process's entry with a probe on the GPU where it holds the most memory."""
-    out: dict[int, ProcessSample] = {}
-    for p in snap.processes:
-        if p.probe is None or device_at(snap, p.device_index) is None:
-            continue
-        best = out.get(p.pid)
-        if best is None or (number(p.gpu_mem) or 0.0) > (number(best.gpu_mem) or 0.0):
-            out[p.pid] = p
-    return out
-
-
 def _payloads(window: Sequence[Snapshot], pid: int, index: int) -> list[ProbeStats]:
     """The distinct payloads of a process on one GPU over the window, oldest first."""
     out: list[ProbeStats] = []
@@ -130,55 +109,6 @@ def _counter_growth(payloads: Sequence[ProbeStats], name: str) -> float:
     return growth([float(v) for p in payloads if (v := getattr(p, name)) is not None])
 
 
-# -- R2 loader.wait ---------------------------------------------------------------------------
-
-
-def check_wait(window: Sequence[Snapshot]) -> list[Condition]:
-    if not window:
-        return []
-    out = []
-    for p in _home(window[-1]).values():
-        probe = p.probe
-        assert probe is not None
-        frac, step = probe.wait_frac, probe.step_time_s
-        if frac is None or step is None or probe.steps == 0 or frac <= WAIT_INFO:
-            continue
-        severity = ("critical" if frac > WAIT_CRITICAL else
-                    "warning" if frac > WAIT_WARNING else "info")
-        steps = min(probe.steps, WAIT_STEPS)
-        waiting = frac * step
-        kind, why = _loader_class(p)
-        out.append(Condition(
-            id="loader.wait", severity=severity, device=p.device_index, pid=p.pid,
-            title=f"{_who(p)}: {frac * 100:.1f} % of step time is spent waiting for the "
-                  f"DataLoader (last {steps} steps, {step * 1000:.0f} ms step, "
-                  f"{waiting * 1000:.0f} ms waiting)",
-            cause=f"Measured in the process by gputop.probe: the training loop blocks in next() "
-                  f"on its DataLoader while the GPU has nothing queued. {why}",
-            fix=LOADER_FIX[kind] if kind else " ".join(
-                (LOADER_FIX["cpu_loader"], LOADER_FIX["io_bound"])),
-            evidence={"wait_frac": frac, "step_time_s": step, "loader_wait_s": waiting,
-                      "steps": float(steps)},
-            score=frac))
-    return out
-
-
-def _loader_class(p: ProcessSample) -> tuple[str | None, str]:
-    """R1's class where the host facts tell it: pegged workers, or no workers and a pegged
-    main process."""
-    if p.children:
-        cpu = median([c.cpu_percent for c in p.children])
-        if cpu is not None and cpu >= WORKER_PEGGED:
-            return "cpu_loader", (f"Its {len(p.children)} DataLoader workers run at "
-                                  f"{cpu:.0f} % CPU each: the input pipeline is CPU-bound.")
-        return None, f"It has {len(p.children)} DataLoader workers."
-    main = number(p.cpu_percent)
-    if main is not None and main >= MAIN_PEGGED:
-        return "no_workers", (f"It has no DataLoader workers and its main process runs at "
-                              f"{main:.0f} % CPU: loading happens on the training thread.")
-    return None, ""
-
-
 # -- R4 mem.fragmentation ---------------------------------------------------------------------
 
 
@@ -186,7 +116,7 @@ def check_fragmentation(window: Sequence[Snapshot]) -> list[Condition]:
     if not window:
         return []
     out = []
-    for p in _home(window[-1]).values():
+    for p in home_processes(window[-1]).values():
         d = device_at(window[-1], p.device_index)
         total = number(d.mem_total) if d is not None else None
         payloads = _payloads(window, p.pid, p.device_index)
@@ -316,7 +246,7 @@ def check_headroom(window: Sequence[Snapshot]) -> list[Condition]:
         return []
     out = []
     now = window[-1]
-    for p in _home(now).values():
+    for p in home_processes(now).values():
         probe = p.probe
         d = device_at(now, p.device_index)
         total = number(d.mem_total) if d is not None else None
@@ -359,7 +289,6 @@ def check_headroom(window: Sequence[Snapshot]) -> list[Condition]:
     return out
 
 
-WAIT = Diagnostic(name="loader.wait", check=check_wait, window_s=WAIT_WINDOW_S, for_s=WAIT_FOR_S)
 FRAGMENTATION = Diagnostic(name="mem.fragmentation", check=check_fragmentation,
                            window_s=FRAG_WINDOW_S, for_s=FRAG_FOR_S)
 HEADROOM = Diagnostic(name="mem.headroom", check=check_headroom, window_s=HEADROOM_WINDOW_S,

@@ -1,9 +1,17 @@
-"""R1 `loader.starvation`, outside-in: the GPU waits for its input, seen from NVML and the host.
+"""`loader.starvation`: the GPU waits for its input, seen from outside and from inside the job.
 
-Notes §5 and §8 R1. Measured on an H100: NVML util is about 1 minus the loader's wait fraction,
-and "low busy with every DataLoader worker at 100 % CPU" is the signature of a CPU-bound input
-pipeline (§5.4). The workers, main process, I/O pressure and host CPU are read at the ticks where
-the GPU was starved, so the class describes the stall itself and not the healthy ticks around it.
+Outside (notes §5.1, §8 R1): NVML or GPM say the GPU is mostly idle, and the host says why. Measured
+on an H100: NVML util is about 1 minus the loader's wait fraction, and "low busy with every
+DataLoader worker at 100 % CPU" is the signature of a CPU-bound input pipeline (§5.4). The workers,
+main process, I/O pressure and host CPU are read at the ticks where the GPU was starved, so the
+class describes the stall itself and not the healthy ticks around it.
+
+Inside (§5.2, §8 R2): the in-process probe measures the share of each step the training loop spends
+blocked on its DataLoader. That is the stronger evidence, so where a process has both views they
+make one finding that leads with the probe's share and takes its cause from the host. Either view
+alone still makes the finding: a loop that waits while its workers idle (network storage), or a
+job without the probe. The engine tracks the two views of a process as one condition, so the
+finding starts when the first of them did and opens after the hold of the views holding now.
 """
 
 from __future__ import annotations
@@ -12,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
-from gputop.diagnose.engine import Condition, Diagnostic
+from gputop.diagnose.engine import SEVERITIES, Condition, Diagnostic
 from gputop.diagnose.window import (
     busy_values,
     column,
@@ -30,6 +38,7 @@ from gputop.diagnose.window import (
     series,
     times,
 )
+from gputop.memory_split import home_processes
 from gputop.model import ProcessSample, Snapshot
 
 ID = "loader.starvation"
@@ -55,6 +64,13 @@ SLOWDOWN_REASONS = ("sw_thermal", "hw_thermal", "hw_power_brake", "hw_slowdown")
 # nominal bandwidth is an initial guess, to tune on fleet data.
 COMM_LINK_SHARE = 0.5
 
+# R2, the probe's share of step time blocked in next() on the DataLoader
+WAIT_FOR_S = 60.0  # R2 `for`: measured in the loop, so it needs less hold than the inference
+WAIT_INFO = 0.05  # torch_tb_profiler's "high time cost on input data loading" threshold
+WAIT_WARNING = 0.20
+WAIT_CRITICAL = 0.50
+WAIT_STEPS = 50  # the probe's wait_frac covers its last 50 steps
+
 FIX = {
     "cpu_loader": "Raise DataLoader num_workers (up to the free cores), use "
                   "persistent_workers=True and a larger prefetch_factor, cache decoded samples, "
@@ -68,6 +84,9 @@ FIX = {
                      "communication with compute (bucketed all-reduce, FSDP prefetch).",
     "host_stall": "Profile with torch.profiler and HTA (host wait); look for .item()/.cpu() syncs, "
                   "logging or checkpoint stalls.",
+    "slow_source": "Stage the data on local NVMe or cache it; raise num_workers and "
+                   "prefetch_factor so more reads are in flight while each waits; use sharded "
+                   "sequential formats (WebDataset, TFRecord).",
 }
 
 
@@ -83,11 +102,39 @@ class _Stall:
     link_share: float | None  # looked up only when the class depends on it (see `_classify`)
 
 
+class _Outside(NamedTuple):
+    """What NVML and the host say about a GPU's main process while the GPU was starved."""
+
+    metric: str  # gr_active | util_gpu
+    busy: float  # mean over the last WINDOW_S, %
+    proc: ProcessSample  # its newest entry
+    stall: _Stall
+    starved: set[float]  # the ticks the GPU was starved
+
+
+class _Wait(NamedTuple):
+    """What the probe in a process measured."""
+
+    proc: ProcessSample  # its newest entry, on its home GPU
+    frac: float  # share of step time blocked in next()
+    step_s: float
+    steps: int  # how many steps the share covers
+
+
 def check(window: Sequence[Snapshot]) -> list[Condition]:
+    if not window:
+        return []
+    seen, waits = _outside(window), _inside(window)
+    return [_condition(window, index, seen.get((index, pid)), waits.get((index, pid)))
+            for index, pid in dict.fromkeys([*seen, *waits])]
+
+
+def _outside(window: Sequence[Snapshot]) -> dict[tuple[int, int], _Outside]:
+    """(GPU, pid) -> the outside view, for each GPU starved with a main process."""
     recent = last(window, WINDOW_S)
     if not covers(recent, WINDOW_S):
-        return []
-    out = []
+        return {}
+    out = {}
     for index in devices(window):
         d = device_at(window[-1], index)
         if d is None or d.mig_enabled is True:
@@ -101,12 +148,23 @@ def check(window: Sequence[Snapshot]) -> list[Condition]:
             continue
         starved = {t for t, v in series(recent, index, metric) if v < LOW_BUSY}
         at = [(t, p) for t, p in history if t in starved]
-        stall = _stall(recent, at)
-        kind = _classify(stall)
-        if kind is None:  # the only class that needs the links, which are costly to sum
-            stall = replace(stall, link_share=_link_share(recent, index, starved))
-            kind = _classify(stall) or "host_stall"
-        out.append(_condition(window, index, metric, busy, history[-1][1].sample, stall, kind))
+        proc = history[-1][1].sample
+        out[(index, proc.pid)] = _Outside(metric, busy, proc, _stall(recent, at), starved)
+    return out
+
+
+def _inside(window: Sequence[Snapshot]) -> dict[tuple[int, int], _Wait]:
+    """(home GPU, pid) -> the probe's view, for each process whose loop waits on its loader."""
+    now = window[-1]
+    out = {}
+    for p in home_processes(now).values():
+        probe = p.probe
+        assert probe is not None
+        frac, step = probe.wait_frac, probe.step_time_s
+        if (frac is None or step is None or probe.steps == 0 or frac <= WAIT_INFO
+                or device_at(now, p.device_index) is None):
+            continue
+        out[(p.device_index, p.pid)] = _Wait(p, frac, step, min(probe.steps, WAIT_STEPS))
     return out
 
 
@@ -218,8 +276,10 @@ def _link_share(window: Sequence[Snapshot], index: int, at: set[float]) -> float
     return mean(shares) or 0.0
 
 
-def _classify(st: _Stall) -> str | None:
-    """R1's classes, first match; None when the answer depends on the links not yet summed."""
+def _classify(st: _Stall, *, data_wait: bool) -> str | None:
+    """R1's classes, first match; None when the answer depends on the links not yet summed.
+    Where the probe saw the loop wait on its loader (`data_wait`) the wait is for data, not for
+    collectives, and a loader the host shows idle waits on a source that shows no I/O wait."""
     if st.workers and st.worker_cpu is not None and st.worker_cpu >= WORKER_PEGGED:
         return "cpu_loader"
     if not st.workers and st.main_cpu is not None and st.main_cpu >= MAIN_PEGGED:
@@ -228,76 +288,135 @@ def _classify(st: _Stall) -> str | None:
     if (loader is not None and loader < LOADER_IDLE
             and st.io is not None and st.io >= IO_PRESSURE):
         return "io_bound"
+    busy_host = st.least_busy_core is not None and st.least_busy_core >= HOST_CORE_BUSY
+    if data_wait:
+        return "oversubscribed" if busy_host else "slow_source"
     if st.link_share is None:
         return None
     if st.link_share >= COMM_LINK_SHARE:
         return "communication"
-    if st.least_busy_core is not None and st.least_busy_core >= HOST_CORE_BUSY:
-        return "oversubscribed"
-    return "host_stall"
+    return "oversubscribed" if busy_host else "host_stall"
 
 
-def _condition(window: Sequence[Snapshot], index: int, metric: str, busy: float,
-               proc: ProcessSample, st: _Stall, kind: str) -> Condition:
-    util = field_values(last(window, WINDOW_S), index, "util_gpu")
-    idle = sum(v < IDLE_SAMPLE for v in util) / len(util) if util else 0.0
-    bursty = idle >= BURSTY_SHARE
-    cmd = _quote(command(proc))
-    who = f"PID {proc.pid} {cmd}"
-    gpu = f"GPU{index}"
-    busy_txt = f"{gpu} busy {busy:.0f} % ({_metric_name(metric)}"
-    busy_txt += f"; bursty: {idle * 100:.0f} % of samples idle)" if bursty else ")"
-    wcpu = f"{st.worker_cpu:.0f}" if st.worker_cpu is not None else "?"
-    mcpu = f"{st.main_cpu:.0f}" if st.main_cpu is not None else "?"
-    severity = "warning"
-    if kind == "cpu_loader":
-        title = (f"{gpu} starved by its input pipeline: busy {busy:.0f} %, {st.workers} "
-                 f"DataLoader workers of {who} at {wcpu} % CPU")
-        cause = (f"{busy_txt} over the last {WINDOW_S:.0f} s. {who} has {st.workers} DataLoader "
-                 f"workers at {wcpu} % CPU each. Input pipeline is CPU-bound.")
-    elif kind == "no_workers":
-        title = (f"{gpu} starved: busy {busy:.0f} %, {who} loads data in its main process "
-                 f"(num_workers=0) at {mcpu} % CPU")
-        cause = (f"{busy_txt} over the last {WINDOW_S:.0f} s. {who} has no DataLoader workers "
-                 f"and its main process runs at {mcpu} % CPU: batches are made between steps.")
-    elif kind == "io_bound":
-        title = (f"{gpu} starved by slow reads: busy {busy:.0f} %, I/O pressure "
-                 f"{st.io:.0f} %, loader of {who} mostly idle")
-        cause = (f"{busy_txt} over the last {WINDOW_S:.0f} s. {who}'s loader runs at "
-                 f"{wcpu if st.workers else mcpu} % CPU while I/O pressure is {st.io:.0f} %: "
-                 "input is I/O-bound.")
-    elif kind == "communication":
-        severity = "info"
-        share = (st.link_share or 0.0) * 100
-        title = (f"{gpu} busy {busy:.0f} % while NVLink runs at {share:.0f} % of its "
-                 "bandwidth: communication-bound?")
-        cause = (f"{busy_txt} over the last {WINDOW_S:.0f} s while its NVLinks carry {share:.0f} "
-                 f"% of their nominal bandwidth: {who} is probably waiting on collectives, not "
-                 "on input.")
-    elif kind == "oversubscribed":
-        title = (f"{gpu} starved: busy {busy:.0f} %, every host CPU core is busy "
-                 f"(least busy {st.least_busy_core:.0f} %)")
-        cause = (f"{busy_txt} over the last {WINDOW_S:.0f} s while all host cores are at "
-                 f">= {HOST_CORE_BUSY:.0f} %: {who}'s loader cannot get CPU time.")
+def _condition(window: Sequence[Snapshot], index: int, seen: _Outside | None,
+               wait: _Wait | None) -> Condition:
+    """One process on one GPU, from the views that hold (at least one)."""
+    recent = last(window, WINDOW_S)
+    if seen is not None:
+        proc, st = seen.proc, seen.stall
     else:
-        loader_idle = (st.worker_cpu if st.workers else st.main_cpu) or 0.0
-        if not bursty and loader_idle < LOADER_IDLE:
-            severity = "info"  # R1 guard: a small model that cannot fill the GPU
-        title = f"{gpu} busy {busy:.0f} %: {who} is waiting on the host side"
-        cause = (f"{busy_txt} over the last {WINDOW_S:.0f} s. {who}'s loader is not saturated "
-                 f"(workers {wcpu} %, main {mcpu} % CPU): a host-side stall, not necessarily "
-                 "data.")
-    if severity == "warning" and _critical(window, index):
-        severity = "critical"
-    evidence = {"busy_pct": busy, "idle_sample_share": idle, "workers": st.workers,
-                "pid": proc.pid, "gpu_mem_gib": gib(number(proc.gpu_mem) or 0.0)}
+        assert wait is not None
+        proc = wait.proc  # no starved ticks to read the host at: its whole last minute
+        st = _stall(recent, [(t, on[proc.pid]) for t, on in
+                             zip(times(recent), column(recent, _on_gpu, index))
+                             if proc.pid in on])
+    kind = _classify(st, data_wait=wait is not None)
+    if kind is None:  # the only class that needs the links, which are costly to sum
+        assert seen is not None
+        st = replace(st, link_share=_link_share(recent, index, seen.starved))
+        kind = _classify(st, data_wait=False) or "host_stall"
+    who = f"PID {proc.pid} {_quote(command(proc))}"
+    gpu = f"GPU{index}"
+    evidence: dict[str, float] = {}
+    severities = []
+    sentences = []
+    if wait is not None:  # measured: it leads
+        waiting = wait.frac * wait.step_s
+        severities.append("critical" if wait.frac > WAIT_CRITICAL else
+                          "warning" if wait.frac > WAIT_WARNING else "info")
+        sentences.append(
+            f"Measured in the process by gputop.probe: {wait.frac * 100:.1f} % of step time is "
+            f"spent waiting for the DataLoader (last {wait.steps} steps, "
+            f"{wait.step_s * 1000:.0f} ms step, {waiting * 1000:.0f} ms waiting).")
+        evidence |= {"wait_frac": wait.frac, "step_time_s": wait.step_s,
+                     "loader_wait_s": waiting, "steps": float(wait.steps)}
+    if seen is not None:
+        util = field_values(recent, index, "util_gpu")
+        idle = sum(v < IDLE_SAMPLE for v in util) / len(util) if util else 0.0
+        bursty = idle >= BURSTY_SHARE
+        busy_txt = f"{gpu} busy {seen.busy:.0f} % ({_metric_name(seen.metric)}"
+        busy_txt += f"; bursty: {idle * 100:.0f} % of samples idle)" if bursty else ")"
+        sentences.append(f"{busy_txt} over the last {WINDOW_S:.0f} s.")
+        severities.append(_outside_severity(window, index, kind, st, bursty))
+        evidence |= {"busy_pct": seen.busy, "idle_sample_share": idle}
+    busy = f"busy {seen.busy:.0f} %" if seen is not None else ""
+    title, why, because = _explain(kind, gpu, who, busy, st)
+    sentences.append(because)
+    if wait is not None:  # the probe's share leads
+        gpu_busy = f", GPU {busy}" if seen is not None else ""
+        title = (f"{gpu} starved: {who} spends {wait.frac * 100:.1f} % of each step waiting "
+                 f"for its DataLoader{gpu_busy}; {why}")
+    evidence |= {"workers": st.workers, "pid": proc.pid,
+                 "gpu_mem_gib": gib(number(proc.gpu_mem) or 0.0)}
     for name, v in (("worker_cpu_pct", st.worker_cpu), ("main_cpu_pct", st.main_cpu),
                     ("io_pressure_pct", st.io), ("least_busy_core_pct", st.least_busy_core),
                     ("nvlink_share", st.link_share)):
         if v is not None:
             evidence[name] = v
-    return Condition(id=ID, severity=severity, device=index, pid=proc.pid, title=title,
-                     cause=cause, fix=FIX[kind], evidence=evidence, score=LOW_BUSY - busy)
+    # The worst moment is kept (engine): one seen from both sides outranks one seen from one,
+    # then the larger share of time starved.
+    share = wait.frac if wait is not None else 1 - evidence["busy_pct"] / 100
+    return Condition(id=ID, severity=max(severities, key=SEVERITIES.index), device=index,
+                     pid=proc.pid, title=title, cause=" ".join(sentences), fix=FIX[kind],
+                     evidence=evidence, for_s=WAIT_FOR_S if wait is not None else None,
+                     score=len(severities) + share)
+
+
+def _explain(kind: str, gpu: str, who: str, busy: str, st: _Stall) -> tuple[str, str, str]:
+    """(the title from outside alone, what the probe's title adds, the cause) of a class."""
+    wcpu = f"{st.worker_cpu:.0f}" if st.worker_cpu is not None else "?"
+    mcpu = f"{st.main_cpu:.0f}" if st.main_cpu is not None else "?"
+    if kind == "cpu_loader":
+        return (f"{gpu} starved by its input pipeline: {busy}, {st.workers} DataLoader workers "
+                f"of {who} at {wcpu} % CPU",
+                f"its {st.workers} DataLoader workers are at {wcpu} % CPU",
+                f"{who} has {st.workers} DataLoader workers at {wcpu} % CPU each. Input pipeline "
+                "is CPU-bound.")
+    if kind == "no_workers":
+        return (f"{gpu} starved: {busy}, {who} loads data in its main process (num_workers=0) "
+                f"at {mcpu} % CPU",
+                f"it loads data in its main process (num_workers=0) at {mcpu} % CPU",
+                f"{who} has no DataLoader workers and its main process runs at {mcpu} % CPU: "
+                "batches are made between steps.")
+    if kind == "io_bound":
+        io = f"{st.io or 0.0:.0f}"
+        return (f"{gpu} starved by slow reads: {busy}, I/O pressure {io} %, loader of {who} "
+                "mostly idle",
+                f"I/O pressure {io} % with its loader mostly idle",
+                f"{who}'s loader runs at {wcpu if st.workers else mcpu} % CPU while I/O pressure "
+                f"is {io} %: input is I/O-bound.")
+    if kind == "oversubscribed":
+        why = f"every host CPU core is busy (least busy {st.least_busy_core or 0.0:.0f} %)"
+        return (f"{gpu} starved: {busy}, {why}", why,
+                f"All host cores are at >= {HOST_CORE_BUSY:.0f} %: {who}'s loader cannot get "
+                "CPU time.")
+    if kind == "slow_source":  # only with the probe
+        why = "its loader is idle and the host shows no I/O wait: a slow source?"
+        return (why, why,
+                f"{who}'s loader is not busy (workers {wcpu} %, main {mcpu} % CPU) and the host "
+                "shows no I/O wait: it waits on a source that does not count as I/O wait, such "
+                "as network storage (NFS, FUSE, an object store).")
+    if kind == "communication":  # only without the probe, as host_stall
+        share = f"{(st.link_share or 0.0) * 100:.0f}"
+        title = (f"{gpu} {busy} while NVLink runs at {share} % of its bandwidth: "
+                 "communication-bound?")
+        return (title, title,
+                f"Its NVLinks carry {share} % of their nominal bandwidth: {who} is probably "
+                "waiting on collectives, not on input.")
+    title = f"{gpu} {busy}: {who} is waiting on the host side"
+    return (title, title,
+            f"{who}'s loader is not saturated (workers {wcpu} %, main {mcpu} % CPU): a host-side "
+            "stall, not necessarily data.")
+
+
+def _outside_severity(window: Sequence[Snapshot], index: int, kind: str, st: _Stall,
+                      bursty: bool) -> str:
+    if kind == "communication":
+        return "info"
+    loader = (st.worker_cpu if st.workers else st.main_cpu) or 0.0
+    if kind == "host_stall" and not bursty and loader < LOADER_IDLE:
+        return "info"  # R1 guard: a small model that cannot fill the GPU
+    return "critical" if _critical(window, index) else "warning"
 
 
 def _critical(window: Sequence[Snapshot], index: int) -> bool:

@@ -343,9 +343,8 @@ def _condition(window: Sequence[Snapshot], index: int, seen: _Outside | None,
     title, why, because = _explain(kind, gpu, who, busy, st)
     sentences.append(because)
     if wait is not None:  # the probe's share leads
-        gpu_busy = f", GPU {busy}" if seen is not None else ""
-        title = (f"{gpu} starved: {who} spends {wait.frac * 100:.1f} % of each step waiting "
-                 f"for its DataLoader{gpu_busy}; {why}")
+        title = (f"{gpu} starved: {who} waits on its DataLoader {wait.frac * 100:.0f} % of each "
+                 f"step; {why}")
     evidence |= {"workers": st.workers, "pid": proc.pid,
                  "gpu_mem_gib": gib(number(proc.gpu_mem) or 0.0)}
     for name, v in (("worker_cpu_pct", st.worker_cpu), ("main_cpu_pct", st.main_cpu),
@@ -363,35 +362,38 @@ def _condition(window: Sequence[Snapshot], index: int, seen: _Outside | None,
 
 
 def _explain(kind: str, gpu: str, who: str, busy: str, st: _Stall) -> tuple[str, str, str]:
-    """(the title from outside alone, what the probe's title adds, the cause) of a class."""
+    """(the title from outside alone, what the probe's title adds, the cause) of a class.
+    The probe's title leads with the wait, so its part is short enough for the title to fit a
+    line of the findings panel at 120 columns."""
     wcpu = f"{st.worker_cpu:.0f}" if st.worker_cpu is not None else "?"
     mcpu = f"{st.main_cpu:.0f}" if st.main_cpu is not None else "?"
     if kind == "cpu_loader":
         return (f"{gpu} starved by its input pipeline: {busy}, {st.workers} DataLoader workers "
                 f"of {who} at {wcpu} % CPU",
-                f"its {st.workers} DataLoader workers are at {wcpu} % CPU",
+                f"{st.workers} workers at {wcpu} % CPU",
                 f"{who} has {st.workers} DataLoader workers at {wcpu} % CPU each. Input pipeline "
                 "is CPU-bound.")
     if kind == "no_workers":
         return (f"{gpu} starved: {busy}, {who} loads data in its main process (num_workers=0) "
                 f"at {mcpu} % CPU",
-                f"it loads data in its main process (num_workers=0) at {mcpu} % CPU",
+                f"num_workers=0, main process at {mcpu} % CPU",
                 f"{who} has no DataLoader workers and its main process runs at {mcpu} % CPU: "
                 "batches are made between steps.")
     if kind == "io_bound":
         io = f"{st.io or 0.0:.0f}"
         return (f"{gpu} starved by slow reads: {busy}, I/O pressure {io} %, loader of {who} "
                 "mostly idle",
-                f"I/O pressure {io} % with its loader mostly idle",
+                f"I/O pressure {io} %, loader mostly idle",
                 f"{who}'s loader runs at {wcpu if st.workers else mcpu} % CPU while I/O pressure "
                 f"is {io} %: input is I/O-bound.")
     if kind == "oversubscribed":
-        why = f"every host CPU core is busy (least busy {st.least_busy_core or 0.0:.0f} %)"
-        return (f"{gpu} starved: {busy}, {why}", why,
+        least = f"{st.least_busy_core or 0.0:.0f}"
+        return (f"{gpu} starved: {busy}, every host CPU core is busy (least busy {least} %)",
+                f"every host core busy (least {least} %)",
                 f"All host cores are at >= {HOST_CORE_BUSY:.0f} %: {who}'s loader cannot get "
                 "CPU time.")
     if kind == "slow_source":  # only with the probe
-        why = "its loader is idle and the host shows no I/O wait: a slow source?"
+        why = "idle loader, no I/O wait: slow storage?"
         return (why, why,
                 f"{who}'s loader is not busy (workers {wcpu} %, main {mcpu} % CPU) and the host "
                 "shows no I/O wait: it waits on a source that does not count as I/O wait, such "

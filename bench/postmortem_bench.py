@@ -1,8 +1,10 @@
 """Postmortem figures for a day-long recording: its size, the time to write it, and what
-`gputop report` costs over it (wall time and peak memory).
+`gputop report` costs over it (wall time and peak memory), both from the summary the writer
+appends to the file and tick by tick, as over a file without one (its copy cut before it).
 
     python bench/postmortem_bench.py              # 24 h of an 8-GPU node at 1 Hz
     python bench/postmortem_bench.py --hours 1    # quicker
+    python bench/postmortem_bench.py --no-scan    # skip the tick-by-tick report (minutes)
     python bench/postmortem_bench.py --keep run.gputop   # keep the recording
     python bench/postmortem_bench.py --recording run.gputop --html   # report on a kept one
 
@@ -29,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from gputop.model import DeviceSample, Missing, Snapshot
-from gputop.recording import RecordingWriter, read_recording
+from gputop.recording import RecordingWriter, read_recording, summary_place
 from gputop.replay import demo_path
 
 
@@ -98,8 +100,24 @@ def write(path: Path, demo: list[Snapshot], ticks: int) -> float:
     return time.perf_counter() - start
 
 
+def ticks_end(path: Path) -> int | None:
+    """Where the file's summary starts, or None when it has none."""
+    place = summary_place(path)
+    return None if place is None else place[0]
+
+
+def without_summary(path: Path, out: Path) -> None:
+    """A copy of the recording as a writer that appends no summary leaves it."""
+    end = ticks_end(path)
+    with open(path, "rb") as src, open(out, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+        if end is not None:
+            dst.truncate(end)
+
+
 def report(path: Path, *extra: str) -> tuple[float, float, str]:
-    """(wall s, peak RSS MiB, first lines) of `gputop report` over the recording."""
+    """(wall s, peak RSS MiB of the biggest report so far, what it printed) of `gputop report`
+    over the recording."""
     start = time.perf_counter()
     r = subprocess.run([sys.executable, "-m", "gputop", "report", str(path), *extra],
                        capture_output=True, text=True, check=False)
@@ -108,7 +126,7 @@ def report(path: Path, *extra: str) -> tuple[float, float, str]:
         raise SystemExit(f"gputop report failed: {r.stderr.strip()}")
     # ru_maxrss of the children so far: kilobytes on Linux. The first child is the biggest.
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return wall, peak, "\n".join(r.stdout.splitlines()[:2])
+    return wall, peak, r.stdout
 
 
 def main() -> int:
@@ -118,6 +136,8 @@ def main() -> int:
     ap.add_argument("--recording", metavar="PATH",
                     help="report on this recording (one this bench kept) instead of writing one")
     ap.add_argument("--html", action="store_true", help="also time report --html")
+    ap.add_argument("--no-scan", action="store_true",
+                    help="skip the report that reads every tick (minutes for a day)")
     args = ap.parse_args()
 
     demo = read_recording(demo_path()).snapshots
@@ -136,17 +156,32 @@ def main() -> int:
             wrote = write(path, demo, ticks)
             print(f"write:     {wrote:.1f} s ({wrote / ticks * 1e3:.2f} ms a tick)")
         size = path.stat().st_size
+        end = ticks_end(path)
         gpu_days = gpus * args.hours / 24
         print(f"size:      {size / 1e6:.1f} MB, {size / gpu_days / 1e6:.2f} MB per GPU-day, "
-              f"{size / ticks:.0f} B a tick")
+              f"{size / ticks:.0f} B a tick"
+              + (f"; its summary {(size - end) / 1e3:.0f} kB" if end is not None else
+                 "; no summary"))
         wall, peak, head = report(path)
-        print(f"report:    {wall:.1f} s wall ({wall / ticks * 1e3:.2f} ms a tick), "
-              f"peak RSS {peak:.0f} MiB")
+        print(f"report:    {wall:.2f} s wall, peak RSS {peak:.0f} MiB"
+              + (" (from the summary)" if end is not None else " (tick by tick)"))
         if args.html:
             out = tmp / "day.html"
             wall, _, _ = report(path, "--html", str(out))
-            print(f"report --html: {wall:.1f} s wall, {out.stat().st_size / 1e6:.2f} MB page")
-        print(head)
+            print(f"report --html: {wall:.2f} s wall, {out.stat().st_size / 1e6:.2f} MB page")
+        if end is not None and not args.no_scan:
+            old = tmp / "day-without-summary.gputop"
+            without_summary(path, old)
+            wall, peak, scan_head = report(old)
+            print(f"report tick by tick: {wall:.1f} s wall ({wall / ticks * 1e3:.2f} ms a tick), "
+                  f"peak RSS {peak:.0f} MiB")
+            same = scan_head.replace(str(old), str(path)) == head
+            print(f"  the same report as from the summary: {'yes' if same else 'NO'}")
+            if args.html:
+                out = tmp / "day-scan.html"
+                wall, _, _ = report(old, "--html", str(out))
+                print(f"report --html tick by tick: {wall:.1f} s wall")
+        print("\n".join(head.splitlines()[:2]))
         if args.keep and not args.recording:
             shutil.copyfile(path, args.keep)
             print(f"kept:      {args.keep}")

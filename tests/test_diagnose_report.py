@@ -15,7 +15,7 @@ import pytest
 
 from gputop.diagnose.report import main
 from gputop.model import Missing, ProcessSample, mark_all
-from gputop.recording import RecordingWriter
+from gputop.recording import FOOTER_SIZE, RecordingWriter
 from gputop.testing.synthetic import GIB, H100_RESERVED, H100_TOTAL, node
 
 T0 = 1_800_000_000.0
@@ -170,10 +170,15 @@ def test_a_damaged_recording_is_reported_up_to_the_damage(
     rec = tmp_path / "run.jsonl.gz"
     leaky_lost_run(rec)
     data = rec.read_bytes()
-    rec.write_bytes(data[: len(data) * 2 // 3])
+    ticks_end = json.loads(gzip.decompress(data[-FOOTER_SIZE:]))["summary_at"]
+    rec.write_bytes(data[: ticks_end * 2 // 3])  # cut in the ticks, and without the summary
     assert main([str(rec)]) == 0
     captured = capsys.readouterr()
-    assert captured.err.startswith("gputop: warning: ") and str(rec) in captured.err
+    note, warning = captured.err.splitlines()
+    assert note == ("gputop: run.jsonl.gz has no summary (it was cut short, is still being "
+                    "written, or was written by an older gputop): reading the recording tick "
+                    "by tick")
+    assert warning.startswith("gputop: warning: ") and str(rec) in warning
     assert "FINDINGS" in captured.out and "gpu.lost" not in captured.out  # lost at the very end
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import gzip
+import json
 import os
 import signal
 import subprocess
@@ -15,7 +16,14 @@ import pytest
 
 from gputop.errors import RecordingError
 from gputop.model import Missing
-from gputop.recording import RecordingReader, RecordingWriter, apply, diff, read_recording
+from gputop.recording import (
+    FOOTER_SIZE,
+    RecordingReader,
+    RecordingWriter,
+    apply,
+    diff,
+    read_recording,
+)
 from gputop.testing.synthetic import node, series
 
 
@@ -91,14 +99,15 @@ def test_a_truncated_file_reads_up_to_the_cut_with_a_warning(tmp_path: Path) -> 
     snaps = series(40, 4)
     write(full, snaps)
     data = full.read_bytes()
-    for cut in (len(data) - 3, len(data) * 3 // 4, len(data) * 2 // 3):
+    ticks_end = json.loads(gzip.decompress(data[-FOOTER_SIZE:]))["summary_at"]  # the summary
+    for cut in (len(data) - 3, ticks_end - 3, ticks_end * 3 // 4, ticks_end * 2 // 3):
         part = tmp_path / f"cut{cut}"
         part.write_bytes(data[:cut])
         result = read_recording(part)
         assert result.warning
         assert 0 < len(result.snapshots) <= 40
         assert result.snapshots == snaps[: len(result.snapshots)]
-        if cut < len(data) - 100:
+        if cut < ticks_end - 100:
             assert len(result.snapshots) < 40
 
 
@@ -107,7 +116,7 @@ def test_a_corrupted_file_reads_up_to_the_damage(tmp_path: Path) -> None:
     snaps = series(60, 4)
     write(path, snaps)
     data = bytearray(path.read_bytes())
-    middle = len(data) // 2
+    middle = json.loads(gzip.decompress(data[-FOOTER_SIZE:]))["summary_at"] // 2  # in the ticks
     data[middle:middle + 8] = b"\xff" * 8
     path.write_bytes(bytes(data))
     result = read_recording(path)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gputop.diagnose.report import main
-from gputop.diagnose.report_html import MAX_POINTS, downsample
+from gputop.diagnose.report import CHART_BUCKETS, Trace, main
+from gputop.diagnose.report_html import MAX_POINTS
 from gputop.model import ProcessSample, SystemInfo
 from gputop.recording import RecordingWriter
 from gputop.testing.synthetic import GIB, H100_RESERVED, H100_TOTAL, node
@@ -86,16 +86,37 @@ def test_the_demo_page_shows_every_finding_of_the_text_report(tmp_path: Path) ->
 
 def test_long_series_are_cut_to_about_a_thousand_points_keeping_spikes_and_gaps() -> None:
     n = 86_400
-    ts = [T0 + i for i in range(n)]
     vs = [50.0] * n
     vs[40_001] = 99.0  # one hot tick
     for i in range(60_000, 61_000):
         vs[i] = math.nan  # the GPU was lost for a while
-    out_t, out_v = downsample(ts, vs, MAX_POINTS)
+    whole = Trace(CHART_BUCKETS)
+    for i, v in enumerate(vs):
+        whole.add(T0 + i, v)
+    out_t, out_v = whole.points()
     assert len(out_t) == len(out_v) <= MAX_POINTS
     assert 99.0 in out_v and any(math.isnan(v) for v in out_v)
     assert out_t == sorted(out_t)
-    assert downsample(ts[:10], vs[:10], MAX_POINTS) == (ts[:10], vs[:10])
+    short = Trace(CHART_BUCKETS)
+    for i in range(10):
+        short.add(T0 + i, float(i))
+    assert short.points() == ([T0 + i for i in range(10)], [float(i) for i in range(10)])
+
+
+def test_a_chart_line_cut_in_pieces_merges_into_the_line_of_the_whole() -> None:
+    vs = [float((i * 7919) % 101) for i in range(20_000)]
+    vs[5_000:5_300] = [math.nan] * 300
+    whole = Trace(CHART_BUCKETS)
+    for i, v in enumerate(vs):
+        whole.add(T0 + i * 0.7, v)
+    merged = Trace(CHART_BUCKETS)
+    for a, b in ((0, 50), (50, 5_100), (5_100, 19_000), (19_000, 20_000)):
+        part = Trace(CHART_BUCKETS)
+        for i in range(a, b):
+            part.add(T0 + i * 0.7, vs[i])
+        merged.merge(Trace.from_json(part.to_json(), CHART_BUCKETS))
+    assert merged.width == whole.width
+    assert repr(merged.points()) == repr(whole.points())
 
 
 def test_an_empty_recording_still_makes_a_page(tmp_path: Path) -> None:

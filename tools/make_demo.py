@@ -74,7 +74,7 @@ from gputop.model import (
     Topology,
     value,
 )
-from gputop.recording import RecordingWriter
+from gputop.recording import RecordingWriter, summary_place
 
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "src/gputop/data/demo-8xh100.jsonl.gz"
 META = {"synthetic": True, "node": "8x H100 80GB HBM3 (synthetic demo)",
@@ -788,7 +788,10 @@ def write_demo(out: Path, seed: int = SEED) -> int:
 def main(argv: Sequence[str]) -> int:
     out = Path(argv[1]) if len(argv) > 1 else DEFAULT_OUT
     size = write_demo(out)
-    print(f"{out}: {TICKS} ticks, {size} bytes ({size / (TICKS / 3600 * N_GPUS):.0f} B/GPU-hour)")
+    place = summary_place(out)
+    ticks = place[0] if place is not None else size  # the summary is the same for a day
+    print(f"{out}: {TICKS} ticks, {size} bytes of which the summary for `gputop report` "
+          f"{size - ticks} ({ticks / (TICKS / 3600 * N_GPUS):.0f} B/GPU-hour of ticks)")
     return 0
 
 

@@ -6,7 +6,9 @@ snapshot ("d"). Lists of devices, processes and links are stored as objects keye
 that a patch names only what changed. The deflate stream is flushed after every tick
 (Z_SYNC_FLUSH), so a writer killed with SIGKILL loses at most the tick it was writing, and a reader
 of a damaged or still-growing file gets every tick up to the damage. A long run can be written as
-a series of files of bounded size (segments), each a recording on its own.
+a series of files of bounded size (segments), each a recording on its own. A finished file ends
+with its summary (what `gputop report` needs of it, gputop.diagnose.summary) in gzip members of
+their own, the last of a fixed size that says where the summary starts.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 import math
 import os
 import re
+import struct
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,6 +44,11 @@ KEYFRAME_EVERY = 300  # ticks; a reader can seek to a keyframe
 COMPRESSION_LEVEL = 9  # zlib's best: 8 % smaller than 6 for ~1 ms more a tick with 8 GPUs
 _GZIP_END = 16  # bytes that finishing a stream adds at most: an empty last block, the trailer
 _GZIP_WBITS = 31  # zlib: gzip container
+_GZIP_MAGIC = b"\x1f\x8b"
+SUMMARY = "summary"  # the key of a summary line
+_FOOTER_LINE = 64  # bytes of the footer's JSON line, padded with spaces
+# The footer: a gzip member holding one stored (uncompressed) deflate block of the line.
+FOOTER_SIZE = 10 + 5 + _FOOTER_LINE + 8
 _KEYED = {
     "devices": ("index",),
     "processes": ("device_index", "pid"),
@@ -205,11 +213,15 @@ class RecordingWriter:
     `path.2`, ... When the next tick would take the current segment past `max_bytes`, the segment
     is finished (a complete recording on its own) and the tick opens the next one with a header
     and a keyframe, so every segment reads on its own. With `keep`, only the newest `keep`
-    segments stay on disk: starting a segment deletes the oldest beyond them."""
+    segments stay on disk: starting a segment deletes the oldest beyond them.
+
+    With `summary` (the default) each file it finishes ends with its summary for `gputop
+    report` (docs/recording.md); a segment too small to hold one goes without."""
 
     def __init__(self, path: str | os.PathLike[str], *, meta: Mapping[str, Any] | None = None,
                  fsync: bool = False, keyframe_every: int = KEYFRAME_EVERY,
-                 max_bytes: int | None = None, keep: int | None = None) -> None:
+                 max_bytes: int | None = None, keep: int | None = None,
+                 summary: bool = True) -> None:
         if max_bytes is not None and max_bytes <= 0:
             raise ValueError("max_bytes must be positive")
         if keep is not None and (keep < 1 or max_bytes is None):
@@ -228,6 +240,12 @@ class RecordingWriter:
         self._broken = False
         self._deleted = 0  # segments deleted to honour `keep`
         self._series = os.urandom(8).hex() if max_bytes is not None else None
+        self._summary: Any = None  # gputop.diagnose.summary.SummaryKeeper
+        if summary:
+            from gputop.diagnose.summary import SummaryKeeper  # diagnose reads recordings
+
+            self._summary = SummaryKeeper()
+        self._summary_room = 0  # bytes kept free in a segment for its summary
         if max_bytes is not None:
             stale = segment_paths(self.path)
             if stale and stale != [self.path]:
@@ -246,13 +264,15 @@ class RecordingWriter:
         rec = to_record(snap)
         round_to_sensor(rec)
         keyframe = self._prev is None or self._since_keyframe >= self._keyframe_every
-        line = _line({"k": rec} if keyframe else {"d": diff(self._prev or {}, rec)})
+        patch = None if keyframe else diff(self._prev or {}, rec)
+        line = _line({"k": rec} if patch is None else {"d": patch})
         z = self._z.copy() if self._max_bytes is not None else self._z
         chunk = z.compress(line) + z.flush(zlib.Z_SYNC_FLUSH)
         if (self._max_bytes is not None and self._segment_ticks > 0
-                and self._segment_bytes + len(chunk) + _GZIP_END > self._max_bytes):
+                and self._segment_bytes + len(chunk) + _GZIP_END + self._summary_room
+                > self._max_bytes):
             self._next_segment()
-            keyframe, z = True, self._z
+            keyframe, patch, z = True, None, self._z
             chunk = z.compress(_line({"k": rec})) + z.flush(zlib.Z_SYNC_FLUSH)
         self._write(chunk)
         self._z = z
@@ -260,6 +280,30 @@ class RecordingWriter:
         self._since_keyframe = 1 if keyframe else self._since_keyframe + 1
         self._segment_ticks += 1
         self.ticks += 1
+        if self._summary is not None:
+            self._summarize(rec, patch, keyframe)
+
+    def _summarize(self, rec: dict[str, Any], patch: dict[str, Any] | None,
+                   keyframe: bool) -> None:
+        try:
+            self._summary.add(rec, patch)
+            n = self._segment_ticks
+            if self._max_bytes is not None and (keyframe or n & (n - 1) == 0):
+                # Keep room for the summary as it grows: it is measured at 1, 2, 4 ... ticks
+                # and at every keyframe, and about doubles at most in between (findings add a
+                # little more). One that would take over a quarter of a segment is not worth
+                # it: such small segments go without.
+                need = 2 * len(self._summary_member()) + 16384 + FOOTER_SIZE
+                self._summary_room = need if need <= self._max_bytes // 4 else 0
+        except Exception:  # a summary is an extra: the recording goes on without it
+            self._summary = None
+            self._summary_room = 0
+
+    def _summary_member(self) -> bytes:
+        z = zlib.compressobj(COMPRESSION_LEVEL, zlib.DEFLATED, _GZIP_WBITS)
+        segment = len(self.segments) - 1 + self._deleted if self._series is not None else None
+        body = self._summary.summary(self._series, segment)
+        return z.compress(_line({SUMMARY: body})) + z.flush(zlib.Z_FINISH)
 
     def _open(self, path: Path) -> None:
         try:
@@ -316,7 +360,8 @@ class RecordingWriter:
         self._segment_bytes += len(chunk)
 
     def _finish(self) -> OSError | None:
-        """Ends the current segment's gzip stream (unless a write failed) and closes it."""
+        """Ends the current segment's gzip stream (unless a write failed), appends its summary
+        and closes it."""
         if self._f.closed:
             return None
         try:
@@ -325,12 +370,44 @@ class RecordingWriter:
                 self._f.write(end)
                 self._f.flush()
                 self.bytes_written += len(end)
+                self._segment_bytes += len(end)
+                self._append_summary()
         except OSError as e:
             self._broken = True  # the file lacks only its end marker: it reads to its last tick
             return e
         finally:
             self._f.close()
+        if self._summary is not None:
+            self._summary.next_file()
         return None
+
+    def _append_summary(self) -> None:
+        """The summary's gzip member, then the footer saying where it starts. A file without
+        room for them, or where writing them fails, ends at its ticks' end marker instead."""
+        if self._summary is None:
+            return
+        try:
+            member = self._summary_member()
+        except Exception:  # a summary is an extra: the file is complete without it
+            self._summary = None
+            return
+        at = self._segment_bytes
+        if self._max_bytes is not None and at + len(member) + FOOTER_SIZE > self._max_bytes:
+            return
+        data = member + _footer(at, len(member))
+        try:
+            self._f.write(data)
+            self._f.flush()
+            if self._fsync:
+                os.fsync(self._f.fileno())
+        except OSError:
+            try:
+                self._f.truncate(at)  # back to a complete file without a summary
+            except OSError:
+                pass
+            raise
+        self.bytes_written += len(data)
+        self._segment_bytes += len(data)
 
     def close(self) -> None:
         self._finish()
@@ -340,6 +417,69 @@ class RecordingWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _footer(at: int, size: int) -> bytes:
+    """The last FOOTER_SIZE bytes of a file with a summary: a gzip member (any gzip reader
+    inflates it) whose one line says at which byte the summary's gzip member starts and how long
+    it is. Its size is fixed, so a reader finds it without reading the rest."""
+    line = json.dumps({"summary_at": at, "summary_bytes": size}, separators=(",", ":")).encode()
+    line = line.ljust(_FOOTER_LINE - 1) + b"\n"
+    head = _GZIP_MAGIC + b"\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate; no name, no time
+    block = b"\x01" + struct.pack("<HH", len(line), len(line) ^ 0xFFFF)  # last block, stored
+    return head + block + line + struct.pack("<II", zlib.crc32(line), len(line))
+
+
+def summary_place(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    """(offset, length) of the summary that the file's footer points to; None when the file
+    ends without a footer (its ticks then run to its end). Reads only the footer."""
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            if size < FOOTER_SIZE:
+                return None
+            f.seek(size - FOOTER_SIZE)
+            tail = f.read(FOOTER_SIZE)
+    except OSError as e:
+        raise RecordingError(f"cannot read {Path(path).name}: {e.strerror or e}") from None
+    try:
+        footer = json.loads(zlib.decompress(tail, _GZIP_WBITS))
+        at, length = footer["summary_at"], footer["summary_bytes"]
+    except (zlib.error, ValueError, KeyError, TypeError):
+        return None
+    if (not isinstance(at, int) or not isinstance(length, int) or at <= 0
+            or at + length != size - FOOTER_SIZE):
+        raise RecordingError(f"{Path(path).name}'s summary footer is damaged")
+    return at, length
+
+
+def read_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The summary a writer appended to a finished file, read from the file's end without
+    reading its ticks. RecordingError says why there is none or it cannot be read."""
+    name = Path(path).name
+    place = summary_place(path)
+    if place is None:
+        raise RecordingError(f"{name} has no summary (it was cut short, is still being "
+                             "written, or was written by an older gputop)")
+    try:
+        with open(path, "rb") as f:
+            f.seek(place[0])
+            data = f.read(place[1])
+    except OSError as e:
+        raise RecordingError(f"cannot read {name}: {e.strerror or e}") from None
+    try:
+        z = zlib.decompressobj(_GZIP_WBITS)
+        text = z.decompress(data)
+        if not z.eof or z.unused_data:
+            raise ValueError("it does not end where its footer says")
+        for raw in text.splitlines():
+            obj = json.loads(raw)
+            if isinstance(obj, dict) and isinstance(obj.get(SUMMARY), dict):
+                body: dict[str, Any] = obj[SUMMARY]
+                return body
+        raise ValueError("no summary line")
+    except (zlib.error, ValueError) as e:
+        raise RecordingError(f"{name}'s summary is damaged ({e})") from None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -421,6 +561,15 @@ class RecordingReader:
                         break
                 chunk = b""
             buf += data
+            while z.eof and z.unused_data.startswith(_GZIP_MAGIC):
+                # Another gzip member (the summary): the file reads on as one stream.
+                rest, z = z.unused_data, zlib.decompressobj(_GZIP_WBITS)
+                try:
+                    buf += z.decompress(rest)
+                except zlib.error as e:
+                    self.warning = f"{self.path} is damaged ({e}); read up to the damage"
+                    chunk = b""
+                    break
             *complete, buf = buf.split(b"\n")
             yield from complete
             if not chunk:
@@ -439,6 +588,9 @@ class RecordingReader:
 
     def __iter__(self) -> Iterator[Snapshot]:
         return self.decoded(self.states())
+
+    def close(self) -> None:
+        self._f.close()
 
     def states(self) -> Iterator[dict[str, Any]]:
         """Each tick in record form, without building Snapshots (cheap: for skipping ahead)."""

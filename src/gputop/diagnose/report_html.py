@@ -18,6 +18,7 @@ from typing import Any
 
 from gputop.diagnose.engine import SEVERITIES, Finding
 from gputop.diagnose.report import (
+    CHART_BUCKETS,
     METRICS,
     DeviceSeries,
     Recap,
@@ -29,7 +30,7 @@ from gputop.diagnose.report import (
 from gputop.errors import GputopError
 from gputop.safetext import printable
 
-MAX_POINTS = 1000  # per chart line: more than a chart this wide can show
+MAX_POINTS = 2 * CHART_BUCKETS  # per chart line: more than a chart this wide can show
 CHART_W, CHART_H = 300, 110
 PAD_L, PAD_R, PAD_T, PAD_B = 44, 8, 8, 20
 SEVERITY_COLOUR = {"critical": "#c62828", "warning": "#ef8c00", "info": "#1e88e5"}
@@ -189,7 +190,7 @@ def _sev(f: Finding) -> str:
 
 def _chart(dev: DeviceSeries, key: str, title: str, scale: float, top: float | None,
            t0: float, t1: float, findings: Sequence[Finding]) -> str:
-    ts, vs = downsample(dev.times, dev.metrics[key], MAX_POINTS)
+    ts, vs = dev.traces[key].points()
     present = [v * scale for v in vs if not math.isnan(v)]
     w, h = CHART_W, CHART_H
     x = _scale(t0, t1, PAD_L, w - PAD_R)
@@ -236,30 +237,6 @@ def _bands(findings: Sequence[Finding], end: float) -> list[tuple[str, float, fl
             else:
                 out.append((sev, a, b, 1))
     return out
-
-
-def downsample(ts: Sequence[float], vs: Sequence[float],
-               limit: int) -> tuple[list[float], list[float]]:
-    """At most about `limit` points: each of limit/2 buckets keeps its lowest and highest value,
-    in time order, so a spike or a dip of one tick still shows."""
-    n = len(ts)
-    if n <= limit:
-        return list(ts), list(vs)
-    buckets = max(1, limit // 2)
-    out_t: list[float] = []
-    out_v: list[float] = []
-    for b in range(buckets):
-        i, j = b * n // buckets, (b + 1) * n // buckets
-        seg = [(v, k) for k, v in enumerate(vs[i:j], i) if not math.isnan(v)]
-        if not seg:
-            out_t.append(ts[i])
-            out_v.append(math.nan)  # a gap stays a gap
-            continue
-        lo, hi = min(seg), max(seg)
-        for _, k in sorted({lo, hi}, key=lambda p: p[1]):
-            out_t.append(ts[k])
-            out_v.append(vs[k])
-    return out_t, out_v
 
 
 def _path(ts: Sequence[float], vs: Sequence[float], x: Any, y: Any, scale: float) -> str:
@@ -327,4 +304,4 @@ def _summary(devices: Sequence[dict[str, Any]]) -> str:
     return "\n".join(rows)
 
 
-__all__ = ["downsample", "render_html", "write_html"]
+__all__ = ["MAX_POINTS", "render_html", "write_html"]

@@ -1,0 +1,169 @@
+"""A recording's summary: what `gputop report` needs of a file, worked out while it is written.
+
+Reading every tick of a day-long recording takes minutes (inflating, parsing, building each
+Snapshot, diagnosing it), so the recorder does that work as it records: it keeps the report's
+`Recap` of the file and runs the diagnostics over each tick exactly as a reader will get it back
+(after the writer's rounding, in the reader's order), and when it finishes the file it appends
+both as a summary line (docs/recording.md). `gputop report` then reads the summaries, not the
+ticks, when every file has one made by the same diagnostics it would run; otherwise it reads the
+ticks, and says why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from collections.abc import Mapping, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from gputop import __version__
+from gputop.diagnose import default_engine
+from gputop.diagnose.engine import Engine, Finding
+from gputop.diagnose.report import Recap
+from gputop.errors import RecordingError
+from gputop.recording import SeriesReader, SnapshotDecoder, apply, read_summary
+
+# Besides each diagnostic's own module, what decides what the diagnostics find.
+_ENGINE_MODULES = ("gputop.diagnose.engine", "gputop.diagnose.window", "gputop.model")
+
+
+def signature(engine: Engine) -> dict[str, Any]:
+    """Which diagnostics an engine runs: gputop's version, the diagnostics' names (built-in and
+    plug-ins), the plug-ins that failed to load, and a digest of the code they are made of, so
+    that a summary made by other rules is not taken for this engine's."""
+    modules = sorted({*_ENGINE_MODULES,
+                      *(str(getattr(d.check, "__module__", "")) for d in engine.diagnostics)})
+    return {"gputop": __version__, "diagnostics": [d.name for d in engine.diagnostics],
+            "broken": list(engine.notes), "code": _digest(tuple(modules))}
+
+
+@cache
+def _digest(modules: tuple[str, ...]) -> str:
+    h = hashlib.sha256()
+    for name in modules:
+        h.update(name.encode() + b"\0")
+        path = getattr(sys.modules.get(name), "__file__", None)
+        if path:
+            try:
+                h.update(Path(path).read_bytes())
+            except OSError:
+                pass  # a module not read from a file: its name stands for it
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+class SummaryKeeper:
+    """The recorder's side: takes each tick as written and gives each finished file's summary.
+
+    One engine runs over the whole run, across the files of a series, as `gputop report` does
+    over them; the recap starts again with each file."""
+
+    def __init__(self) -> None:
+        self.engine = default_engine()
+        self.signature = signature(self.engine)
+        self.recap = Recap()
+        self._decoder = SnapshotDecoder()
+        self._state: dict[str, Any] | None = None
+        self._first_segment: int | None = None
+
+    def add(self, rec: dict[str, Any], patch: dict[str, Any] | None) -> None:
+        """One tick as the writer wrote it: a keyframe (`patch` is None) or a patch."""
+        # What a reader rebuilds, in its key order (which orders the devices and processes),
+        # sharing what did not change so that decoding it is cheap.
+        state = rec if patch is None or self._state is None else apply(self._state, patch)
+        self._state = state
+        snap = self._decoder.decode(state)
+        self.engine.update(snap)
+        self.recap.add(snap)
+
+    def summary(self, series: str | None, segment: int | None) -> dict[str, Any]:
+        """The summary of the file being written, up to now."""
+        if self._first_segment is None:
+            self._first_segment = segment
+        return {"signature": self.signature, "series": series, "segment": segment,
+                "diagnosed_from": self._first_segment, "recap": self.recap.to_json(),
+                "findings": [f.to_dict() for f in self.engine.timeline()]}
+
+    def next_file(self) -> None:
+        self.recap = Recap()
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+
+class Summarized:
+    """A recording read from its summaries."""
+
+    def __init__(self, header: dict[str, Any], recap: Recap, findings: list[Finding]) -> None:
+        self.header = header
+        self.recap = recap
+        self.findings = findings
+
+
+def from_summaries(files: str | Sequence[str], engine: Engine) -> Summarized | str:
+    """The recording's recap and findings from its files' summaries, or why they cannot stand
+    for reading its ticks with `engine` (then read the ticks)."""
+    reader = SeriesReader(files)
+    sig = signature(engine)
+    recap = Recap()
+    last: Mapping[str, Any] | None = None
+    last_name = ""
+    for r in reader._segments():
+        r.close()
+        name = r.path.name
+        try:
+            s = read_summary(r.path)
+        except RecordingError as e:
+            return str(e)
+        if s.get("signature") != sig:
+            return f"{name} was diagnosed by other rules (gputop {_version(s)})"
+        if s.get("series") != r.header.get("series") or s.get("segment") != r.header.get(
+                "segment"):
+            return f"{name}'s summary is of another file"
+        if last is None and s.get("diagnosed_from") != s.get("segment"):
+            return (f"{name} is not the first file of its run (an earlier one was deleted); "
+                    "its summary covers them")
+        try:
+            recap.merge(Recap.from_json(s["recap"]))
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            return f"{name}'s summary is damaged ({type(e).__name__}: {e})"
+        last, last_name = s, name
+    if reader.warning:
+        return reader.warning
+    if last is None:
+        return "no file has a summary"
+    try:
+        findings = [_finding(f) for f in last["findings"]]
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        return f"{last_name}'s summary findings are damaged ({type(e).__name__}: {e})"
+    return Summarized(reader.header, recap, findings)
+
+
+def _version(s: Mapping[str, Any]) -> str:
+    sig = s.get("signature")
+    return str(sig.get("gputop", "?")) if isinstance(sig, dict) else "?"
+
+
+def _finding(d: Mapping[str, Any]) -> Finding:
+    evidence = d["evidence"]
+    if not isinstance(evidence, dict):
+        raise TypeError("evidence that is not an object")
+    for k in ("id", "severity", "title", "cause", "fix"):
+        if not isinstance(d[k], str):
+            raise TypeError(f"a finding's {k} that is not text")
+    for k in ("device", "pid"):
+        if d[k] is not None and not isinstance(d[k], int):
+            raise TypeError(f"a finding's {k} that is not a number")
+    since, until = d["start"], d["end"]
+    if not isinstance(since, (int, float)) or not (until is None
+                                                   or isinstance(until, (int, float))):
+        raise TypeError("a finding's start or end that is not a time")
+    return Finding(id=d["id"], severity=d["severity"], device=d["device"], pid=d["pid"],
+                   title=d["title"], since=since, until=until,
+                   evidence={str(k): float(v) for k, v in evidence.items()},
+                   cause=d["cause"], fix=d["fix"])
+
+
+__all__ = ["Summarized", "SummaryKeeper", "from_summaries", "signature"]

@@ -93,6 +93,14 @@ class MigDevice:
 
 
 @dataclass(frozen=True, slots=True)
+class XidEvent:
+    """An Xid error the NVIDIA driver reported for a GPU (docs.nvidia.com/deploy/xid-errors)."""
+
+    xid: int
+    time: float  # epoch seconds when gputop received it
+
+
+@dataclass(frozen=True, slots=True)
 class DeviceSample:
     """One GPU at one tick. Units: bytes, °C, W, MHz, %, bytes/s."""
 
@@ -154,14 +162,22 @@ class DeviceSample:
     dram_active: Val[float] = PENDING  # GPM: % of peak DRAM bandwidth
     numa_node: Val[int] = PENDING
     cpu_affinity: Val[str] = PENDING  # CPU list, e.g. "0-51,104-155"
+    # Xid events since gputop began watching the GPU. A recording made before gputop watched
+    # them has neither field: 0 and () there, no events.
+    xid_count: Val[int] = 0
+    xids: tuple[XidEvent, ...] = ()  # oldest first: the last hour's (at most 16), or the latest
 
     _measured: ClassVar[tuple[str, ...]] = ()  # filled below
-    _nested: ClassVar[dict[str, type]] = {"mig_devices": MigDevice}
+    _nested: ClassVar[dict[str, type]] = {"mig_devices": MigDevice, "xids": XidEvent}
+    # Left out of the record form while they hold these values: a recording without Xids reads
+    # and writes as one made before gputop watched them.
+    _record_defaults: ClassVar[dict[str, Any]] = {"xid_count": 0, "xids": []}
 
 
 DeviceSample._measured = tuple(
     f.name for f in dataclasses.fields(DeviceSample)
-    if f.name not in ("index", "vendor", "name", "uuid", "pci_bus_id", "lost", "mig_devices")
+    if f.name not in ("index", "vendor", "name", "uuid", "pci_bus_id", "lost", "mig_devices",
+                      "xids")
 )
 
 # Clock-event (throttle) reasons, vendor-neutral names. NVML bit values in sources/nvml.py.
@@ -429,7 +445,8 @@ def _plain(v: Any) -> Any:
 
 
 def to_dict(obj: Any, *, drop_nulls: bool = False) -> dict[str, Any]:
-    """The JSON shape. With `drop_nulls`, keys whose value is null are left out (record form)."""
+    """The JSON shape. With `drop_nulls`, keys whose value is null are left out, and so are the
+    fields a class names in `_record_defaults` while they hold those values (record form)."""
     out: dict[str, Any] = {}
     unavailable: dict[str, Any] = {}
     for name in _names(type(obj)):
@@ -452,6 +469,10 @@ def to_dict(obj: Any, *, drop_nulls: bool = False) -> dict[str, Any]:
             out[name] = _plain(v)
     if unavailable:
         out["unavailable"] = unavailable
+    if drop_nulls:
+        for name, default in getattr(obj, "_record_defaults", {}).items():
+            if out.get(name, out) == default:
+                del out[name]
     return out
 
 
@@ -616,6 +637,7 @@ __all__ = [
     "SystemInfo",
     "Topology",
     "Val",
+    "XidEvent",
     "present",
     "value",
 ]

@@ -21,6 +21,7 @@ from gputop.diagnose.engine import SEVERITIES, Finding
 from gputop.model import THROTTLE, DeviceSample, LinkSample, Missing, ProcessSample, Snapshot
 from gputop.safetext import printable
 from gputop.sources.nvml import REASON_BITS
+from gputop.xid import message as xid_message
 
 MIB = 1 << 20
 COMMAND_MAX = 64  # characters of a process name kept in the `command` label
@@ -346,6 +347,7 @@ def _devices(out: _Families, snap: Snapshot, host: str) -> None:
         labels = gpu_labels(d, host, driver)
         out.add("gputop_gpu_lost", GAUGE, "1 when the GPU has fallen off the bus.", labels,
                 int(d.lost is not None))
+        _xid(out, d, labels)
         if d.lost is not None:
             continue
         migs = [(m, _mig_labels(labels, m)) for m in d.mig_devices]
@@ -357,6 +359,20 @@ def _devices(out: _Families, snap: Snapshot, host: str) -> None:
                 out.add(name, typ, doc, labels, get(d))
         _nvlink(out, links.get(d.index), labels)
         _clock_events(out, d, labels)
+
+
+def _xid(out: _Families, d: DeviceSample, labels: dict[str, str]) -> None:
+    """dcgm-exporter's DCGM_FI_DEV_XID_ERRORS: the GPU's last Xid, 0 before any, with the
+    `err_code` and `err_msg` labels it adds; and how many came. Only for a GPU whose Xid events
+    gputop watches; a lost GPU keeps them (Xid 79 is why it is lost)."""
+    if d.vendor != "nvidia" or isinstance(d.xid_count, Missing):
+        return
+    last = d.xids[-1].xid if d.xids else 0
+    out.add("DCGM_FI_DEV_XID_ERRORS", GAUGE, "Value of the last XID error encountered.",
+            {**labels, "err_code": str(last), "err_msg": xid_message(last)}, last)
+    out.add("gputop_xid_events_total", COUNTER,
+            "Xid events the GPU reported since gputop started watching it.", labels,
+            d.xid_count)
 
 
 def _link_totals(links: Sequence[LinkSample]) -> dict[int, dict[str, float]]:

@@ -533,6 +533,7 @@ class AmdSource:
         f["clock_mem"] = _int(_get(self._ask(gpu, "amdsmi_get_clock_info", clk.MEM), "clk"))
         speed = _num(self._ask(gpu, "amdsmi_get_gpu_fan_speed", 0))
         f["fan"] = speed if isinstance(speed, Missing) else round(speed / gpu.fan_max * 100, 1)
+        f["xid_count"] = Missing("unsupported", detail="Xid events are NVIDIA's")
         return DeviceSample(index=gpu.index, vendor="amd", name=gpu.name, uuid=gpu.uuid,
                             pci_bus_id=gpu.bdf, **f)
 

@@ -12,12 +12,18 @@ Cadence (costs measured on an H100, see docs/architecture.md):
   traffic), GPM (SM active, tensor, DRAM), process utilization, margin, ECC, remapped rows, limits,
   PCIe link and throughput, encoder/decoder. `nvmlDeviceGetPcieThroughput` blocks ~20 ms a call,
   so it is used only where GPM cannot give PCIe traffic.
+
+Xid events arrive on their own: a daemon thread waits in `nvmlEventSetWait_v2` (it blocks up to a
+second) and each poll takes what it has received since the last one. Xid 79 marks the GPU lost.
 """
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import os
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +37,7 @@ from gputop.model import (
     Missing,
     ProcessSample,
     Topology,
+    XidEvent,
     mark_all,
 )
 from gputop.sources.base import GpuTick, SourceInfo
@@ -73,6 +80,13 @@ NVLINK_REMOTE = {0: "gpu", 1: "cpu", 2: "switch"}
 NVLINK_ERRORS = {"replay": 0, "recovery": 1, "crc_flit": 2, "crc_data": 3}
 MIG_INSTANCE_NONE = 0xFFFFFFFF
 MIB = 1 << 20
+EVENT_XID = 0x8  # nvmlEventTypeXidCriticalError: the event's data is the Xid number
+EVENT_WAIT_MS = 1000  # one nvmlEventSetWait_v2; NVMLError_Timeout is the normal "no event"
+XID_GPU_LOST = 79  # "GPU has fallen off the bus"
+# A Snapshot lists a GPU's Xids of the last hour, at most XID_RECENT_MAX of them, and always
+# its latest (the last Xid, as DCGM keeps it); `xid_count` counts them all.
+XID_RECENT_S = 3600.0
+XID_RECENT_MAX = 16
 
 # NVML return codes (nvml.h); the binding maps them to NVMLError subclasses.
 ERR_UNINITIALIZED = 1
@@ -122,6 +136,8 @@ class _Device:
     proc_util_seen: int = 0
     proc_util: dict[int, tuple[float, float]] | Missing = field(default_factory=dict)
     mig_handles: list[tuple[Any, int, int]] = field(default_factory=list)
+    xid_count: int | Missing = UNSUPPORTED  # an int once Xid events are watched on this GPU
+    xids: list[XidEvent] = field(default_factory=list)
 
     def ask(self, metric: str, fn: Callable[..., Any], *args: Any) -> Any:
         """Calls NVML; returns the value or a Missing. Raises _Lost when the GPU is gone."""
@@ -143,6 +159,79 @@ class _Device:
                 self.off[metric] = Missing("no_permission")
                 return self.off[metric]
             return Missing("error", detail=_err_text(e))
+
+
+def _address(handle: Any) -> int:
+    """The address a ctypes handle points to: how an event names its device."""
+    return ctypes.cast(handle, ctypes.c_void_p).value or 0
+
+
+def _fell_off(dev: _Device, why: str) -> str:
+    return (f"GPU {dev.index} ({dev.name}, {dev.bus_id}) fell off the bus: {why}; "
+            "the other GPUs keep updating")
+
+
+class _XidWatch:
+    """Receives the Xid events of the GPUs registered in `event_set`, in a daemon thread that
+    blocks in nvmlEventSetWait_v2, and keeps them until the next poll takes them.
+
+    The thread holds an NVML reference of its own (nvmlInit is counted), so closing the source
+    does not wait for it: the thread sees the stop flag when its wait returns (within
+    EVENT_WAIT_MS), frees the event set and drops its reference. An error other than the normal
+    Timeout ends the thread, with a note for the next poll."""
+
+    def __init__(self, nvml: Any, event_set: Any, devices: dict[int, int]) -> None:
+        self._nvml = nvml
+        self._set = event_set
+        self._devices = devices  # handle address -> device index
+        self._lock = threading.Lock()
+        self._events: list[tuple[int, int, float]] = []  # (device index, Xid, epoch s)
+        self._note: str | None = None
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="gputop-xid-events", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def take(self) -> tuple[list[tuple[int, int, float]], str | None]:
+        """The events received since the last call, and why watching stopped (said once)."""
+        with self._lock:
+            events, self._events = self._events, []
+            note, self._note = self._note, None
+        return events, note
+
+    def _run(self) -> None:
+        n = self._nvml
+        try:
+            while not self._stop.is_set():
+                try:
+                    data = n.nvmlEventSetWait_v2(self._set, EVENT_WAIT_MS)
+                except n.NVMLError as e:
+                    if getattr(e, "value", None) == ERR_TIMEOUT:
+                        continue
+                    self._stopped(_err_text(e))
+                    return
+                if int(data.eventType) & EVENT_XID:
+                    index = self._devices.get(_address(data.device))
+                    if index is not None:
+                        with self._lock:
+                            self._events.append((index, int(data.eventData), time.time()))
+        except Exception as e:  # a thread's traceback would land on the dashboard
+            self._stopped(f"{type(e).__name__}: {e}")
+        finally:
+            for call, args in ((n.nvmlEventSetFree, (self._set,)), (n.nvmlShutdown, ())):
+                try:
+                    call(*args)
+                except Exception:  # the library may be gone already; nothing left to do
+                    pass
+
+    def _stopped(self, why: str) -> None:
+        if not self._stop.is_set():
+            with self._lock:
+                self._note = f"Xid events are no longer watched: {why}"
 
 
 def _err_text(e: BaseException) -> str:
@@ -218,7 +307,14 @@ class NvmlSource:
         self.devices: list[_Device] = []
         self.topology: Topology | None = None
         self._last_slow = float("-inf")
+        self._last_poll = float("-inf")
         self._open = False
+        self._xid_watch: _XidWatch | None = None
+
+    @property
+    def xid_thread(self) -> threading.Thread | None:
+        """The thread that waits for Xid events; None when none are watched."""
+        return self._xid_watch.thread if self._xid_watch is not None else None
 
     # ------------------------------------------------------------------------------------------
     # open / close
@@ -262,6 +358,7 @@ class NvmlSource:
                 dev.lost = Missing("gpu_lost", detail=str(e))
             self.devices.append(dev)
         self.topology = self._read_topology()
+        self._watch_xids()
         return self._info()
 
     def _info(self) -> SourceInfo:
@@ -286,6 +383,9 @@ class NvmlSource:
         if not self._open:
             return
         self._open = False
+        if self._xid_watch is not None:
+            self._xid_watch.stop()  # it ends within a wait, on its own NVML reference
+            self._xid_watch = None
         for dev in self.devices:
             if dev.gpm_prev is not None:
                 try:
@@ -297,6 +397,70 @@ class NvmlSource:
             self.nvml.nvmlShutdown()
         except self.nvml.NVMLError:
             pass
+
+    # ------------------------------------------------------------------------------------------
+    # Xid events
+
+    def _watch_xids(self) -> None:
+        """Registers every GPU that offers Xid events in one event set and starts the thread
+        that waits on it. A GPU (or driver) that answers NotSupported has no events; nothing
+        else changes."""
+        n = self.nvml
+        try:
+            event_set = n.nvmlEventSetCreate()
+        except n.NVMLError as e:
+            for dev in self.devices:
+                dev.xid_count = _xid_missing(e)
+            return
+        watched: dict[int, int] = {}
+        for dev in self.devices:
+            if dev.lost is not None:
+                continue
+            try:
+                if not n.nvmlDeviceGetSupportedEventTypes(dev.handle) & EVENT_XID:
+                    dev.xid_count = Missing("unsupported", detail="no Xid events on this GPU")
+                    continue
+                n.nvmlDeviceRegisterEvents(dev.handle, EVENT_XID, event_set)
+            except n.NVMLError as e:
+                dev.xid_count = _xid_missing(e)
+                continue
+            dev.xid_count = 0
+            watched[_address(dev.handle)] = dev.index
+        try:
+            if not watched:
+                n.nvmlEventSetFree(event_set)
+                return
+            n.nvmlInit()  # the thread's own reference, dropped when it ends
+        except n.NVMLError as e:
+            for dev in self.devices:
+                if dev.index in watched.values():
+                    dev.xid_count = _xid_missing(e)
+            return
+        self._xid_watch = _XidWatch(n, event_set, watched)
+        self._xid_watch.start()
+
+    def _take_xids(self, now: float, tick: GpuTick) -> None:
+        """Adds the Xid events received since the last poll to their GPUs. An event is dated
+        when it arrived, or at this poll when that time is not between the two polls (a test
+        clock)."""
+        if self._xid_watch is not None:
+            events, note = self._xid_watch.take()
+            if note:
+                tick.warnings.append(note)
+            for index, xid, at in events:
+                dev = self.devices[index]
+                when = at if self._last_poll < at <= now else now
+                dev.xid_count = (dev.xid_count if isinstance(dev.xid_count, int) else 0) + 1
+                dev.xids.append(XidEvent(xid=xid, time=when))
+                if xid == XID_GPU_LOST and dev.lost is None:
+                    dev.lost = Missing("gpu_lost", since=when, detail="Xid 79")
+                    tick.warnings.append(_fell_off(dev, "Xid 79"))
+        for dev in self.devices:
+            if len(dev.xids) > 1 and (len(dev.xids) > XID_RECENT_MAX
+                                      or dev.xids[0].time <= now - XID_RECENT_S):
+                recent = [x for x in dev.xids if x.time > now - XID_RECENT_S]
+                dev.xids = recent[-XID_RECENT_MAX:] or dev.xids[-1:]
+        self._last_poll = now
 
     # ------------------------------------------------------------------------------------------
     # static facts
@@ -392,6 +556,7 @@ class NvmlSource:
 
     def poll(self, now: float) -> GpuTick:
         tick = GpuTick(topology=self.topology)
+        self._take_xids(now, tick)
         slow = now - self._last_slow >= self.slow_interval
         if slow:
             self._last_slow = now
@@ -403,9 +568,7 @@ class NvmlSource:
                     sample, procs = self._poll_fast(dev, now)
                 except _Lost as e:
                     dev.lost = Missing("gpu_lost", since=now, detail=str(e))
-                    tick.warnings.append(
-                        f"GPU {dev.index} ({dev.name}, {dev.bus_id}) fell off the bus: {e}; "
-                        "the other GPUs keep updating")
+                    tick.warnings.append(_fell_off(dev, str(e)))
                 else:
                     tick.devices.append(sample)
                     tick.processes += procs
@@ -418,7 +581,8 @@ class NvmlSource:
         assert dev.lost is not None
         base = DeviceSample(index=dev.index, vendor="nvidia", name=dev.name, uuid=dev.uuid,
                             pci_bus_id=dev.bus_id, lost=dev.lost)
-        return mark_all(base, Missing("gpu_lost", since=dev.lost.since))
+        return dataclasses.replace(mark_all(base, Missing("gpu_lost", since=dev.lost.since)),
+                                   xid_count=dev.xid_count, xids=tuple(dev.xids))
 
     def _poll_fast(self, dev: _Device, now: float) -> tuple[DeviceSample, list[ProcessSample]]:
         n, h = self.nvml, dev.handle
@@ -446,6 +610,7 @@ class NvmlSource:
                       if _ok(f.get(k, UNSUPPORTED))]
             if limits:
                 f["temp_margin"] = float(limits[0]) - f["temp_gpu"]
+        f["xid_count"], f["xids"] = dev.xid_count, tuple(dev.xids)
         sample = DeviceSample(index=dev.index, vendor="nvidia", name=dev.name, uuid=dev.uuid,
                               pci_bus_id=dev.bus_id, **f)
         return sample, self._processes(dev)
@@ -739,6 +904,16 @@ class NvmlSource:
         # NotFound means "no process used the GPU since lastSeenTimeStamp": an empty answer.
         return dev.ask(metric, _raise_not_found_as_empty(self.nvml, fn), dev.handle,
                        dev.proc_util_seen)
+
+
+def _xid_missing(e: Exception) -> Missing:
+    """Why a GPU's Xid events are not watched, from the error that said so."""
+    code = getattr(e, "value", None)
+    if code in _UNSUPPORTED_CODES:
+        return Missing("unsupported", detail="no Xid events from this driver or GPU")
+    if code == ERR_NO_PERMISSION:
+        return Missing("no_permission")
+    return Missing("error", detail=f"Xid events: {_err_text(e)}")
 
 
 def _raise_not_found_as_empty(nvml: Any, fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -12,11 +12,20 @@ calls and error mapping; only the library underneath is replaced.
 Faults are injected per call: `Fault("nvmlDeviceGetPowerUsage", NVML_ERROR_NO_PERMISSION)`,
 `Fault("*", NVML_ERROR_GPU_IS_LOST, device=3, after=2)` (GPU 3 falls off the bus on tick 2),
 `Fault("nvmlInitWithFlags", NVML_ERROR_LIB_RM_VERSION_MISMATCH)`.
+
+Xid events are injected by tick: `FakeNvml(snaps, xids=[XidAt(tick=5, device=3, xid=79)])`. The
+event set answers `nvmlEventSetWait_v2` as the driver does: an event of a registered GPU once its
+tick has come, else NVMLError_Timeout after the timeout (at once after nvmlShutdown).
+`advance` returns once the events of the new tick have been taken by the waiting thread, so the
+next poll sees them. `Fault("nvmlDeviceRegisterEvents", NOT_SUPPORTED)` makes a GPU offer none.
 """
 
 from __future__ import annotations
 
 import ctypes
+import itertools
+import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,16 +36,23 @@ import pynvml
 from gputop.model import DeviceSample, LinkSample, Missing, ProcessSample, Snapshot
 
 SUCCESS = 0
+UNINITIALIZED = 1
+INVALID_ARGUMENT = 2
 NOT_SUPPORTED = 3
 NO_PERMISSION = 4
 NOT_FOUND = 6
 INSUFFICIENT_SIZE = 7
+TIMEOUT = 10
 GPU_IS_LOST = 15
 _REASON_CODES = {"unsupported": NOT_SUPPORTED, "no_permission": NO_PERMISSION,
                  "gpu_lost": GPU_IS_LOST, "not_visible": NOT_SUPPORTED, "error": 999,
                  "stale": 999, "pending": NOT_SUPPORTED}
 _HANDLE_BASE = 0x10000
 _MIG_BASE = 0x20000
+_EVENT_SET_BASE = 0x40000
+_EVENT_SETS = itertools.count(1)  # unique across fakes: a set is never mistaken for another's
+EVENT_XID = 0x8
+SUPPORTED_EVENTS = 0xFF9F  # what an H100 on driver 580 offers (measured)
 _NVLINK_VERSION = {"1.0": 1, "2.0": 2, "2.2": 3, "3.0": 4, "3.1": 5, "4.0": 6, "5.0": 7, "6.0": 8}
 _NVLINK_REMOTE = {"gpu": 0, "cpu": 1, "switch": 2}
 _TOPO_LEVEL = {"X": 0, "PIX": 10, "PXB": 20, "PHB": 30, "NODE": 40, "SYS": 50}
@@ -57,6 +73,15 @@ class Fault:
     code: int
     device: int | None = None
     after: int = 0  # first tick the fault applies to
+
+
+@dataclass(frozen=True)
+class XidAt:
+    """An Xid event on `device`, delivered from tick `tick` on."""
+
+    tick: int
+    device: int
+    xid: int
 
 
 class _Fail(Exception):
@@ -97,8 +122,8 @@ class FakeNvml:
     """Serves `snapshots[tick]` through NVML's C API. `advance()` moves to the next tick."""
 
     def __init__(self, snapshots: Sequence[Snapshot], *, faults: Sequence[Fault] = (),
-                 driver_version: str = "580.159.04", cuda_version: int = 13000,
-                 nvml_version: str = "13.580.159.04") -> None:
+                 xids: Sequence[XidAt] = (), driver_version: str = "580.159.04",
+                 cuda_version: int = 13000, nvml_version: str = "13.580.159.04") -> None:
         if not snapshots:
             raise ValueError("FakeNvml needs at least one snapshot")
         self.snapshots = list(snapshots)
@@ -112,6 +137,17 @@ class FakeNvml:
         self._next_sample = 1
         self._saved: tuple[Any, dict[str, Any]] | None = None
         self._nvlink_kib = self._integrate_nvlink()
+        # Events: the waiting thread and the test's thread meet under one lock.
+        self.xids = sorted(xids, key=lambda x: x.tick)
+        self.delivered: list[XidAt] = []
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)  # for waiters: something changed
+        self._settled = threading.Condition(self._lock)  # for advance: a waiter came back
+        self._sets: dict[int, dict[int, int]] = {}  # event set -> device -> registered types
+        self._waits = 0  # nvmlEventSetWait_v2 calls so far
+        self._delivered_at = -1  # the wait call that delivered the last event
+        self._shutdowns = 0
+        self._installed = False
 
     # ------------------------------------------------------------------------------------------
     # installing under the real binding
@@ -120,9 +156,13 @@ class FakeNvml:
         self._saved = (pynvml.nvmlLib, dict(pynvml._nvmlGetFunctionPointer_cache))
         pynvml.nvmlLib = self
         pynvml._nvmlGetFunctionPointer_cache.clear()
+        self._installed = True
         return self
 
     def uninstall(self) -> None:
+        with self._lock:  # a thread still waiting on this library hears it is gone
+            self._installed = False
+            self._wake.notify_all()
         if self._saved is not None:
             pynvml.nvmlLib, cache = self._saved
             pynvml._nvmlGetFunctionPointer_cache.clear()
@@ -136,7 +176,21 @@ class FakeNvml:
         self.uninstall()
 
     def advance(self, n: int = 1) -> None:
-        self.tick += n
+        with self._lock:
+            self.tick += n
+            self._wake.notify_all()
+        self.settle()
+
+    def settle(self, timeout: float = 5.0) -> None:
+        """Waits until every event due by now has been taken by a waiting thread, and that
+        thread has come back to wait (so it has handed the event on)."""
+        with self._lock:
+            self._settled.wait_for(self._quiet, timeout)
+
+    def _quiet(self) -> bool:
+        if any(self._due(sid) is not None for sid in self._sets):
+            return False
+        return self._waits > self._delivered_at or not self._sets
 
     # ------------------------------------------------------------------------------------------
     # the C entry points: pynvml looks them up with getattr(nvmlLib, name)
@@ -147,7 +201,8 @@ class FakeNvml:
             raise AttributeError(name)  # pynvml turns this into NVMLError_FunctionNotFound
 
         def entry(*args: Any) -> int:
-            self.calls[name] += 1
+            with self._lock:  # the event thread calls in too
+                self.calls[name] += 1
             try:
                 self._check_faults(name, args)
                 result = impl(self, *args)
@@ -248,7 +303,9 @@ class FakeNvml:
         pass
 
     def c_nvmlShutdown(self) -> None:
-        pass
+        with self._lock:
+            self._shutdowns += 1
+            self._wake.notify_all()
 
     def c_nvmlErrorString(self, code: Any) -> bytes:
         return b"fake NVML error"
@@ -565,6 +622,78 @@ class FakeNvml:
         label = self._topo_label(a, b)
         nvlink = int(_val(index)) == 2
         _out(ref).value = 0 if (not nvlink or label.startswith("NV")) else 5
+
+    # ------------------------------------------------------------------------------------------
+    # events
+
+    def c_nvmlEventSetCreate(self, ref: Any) -> None:
+        sid = _EVENT_SET_BASE + next(_EVENT_SETS)
+        with self._lock:
+            self._sets[sid] = {}
+        _set_pointer(ref, sid)
+
+    def c_nvmlEventSetFree(self, es: Any) -> None:
+        with self._lock:
+            if self._sets.pop(_address(es), None) is None:
+                raise _Fail(INVALID_ARGUMENT)
+            self._settled.notify_all()
+
+    def c_nvmlDeviceGetSupportedEventTypes(self, h: Any, ref: Any) -> None:
+        self._dev(h)
+        _out(ref).value = SUPPORTED_EVENTS
+
+    def c_nvmlDeviceRegisterEvents(self, h: Any, types: Any, es: Any) -> None:
+        self._dev(h)
+        mask = int(_val(types))
+        if mask & ~SUPPORTED_EVENTS:
+            raise _Fail(NOT_SUPPORTED)
+        with self._lock:
+            registered = self._sets.get(_address(es))
+            if registered is None:
+                raise _Fail(INVALID_ARGUMENT)
+            registered[self._device_of(h)] = mask
+
+    def _due(self, sid: int) -> int | None:
+        """The position in `xids` of the next event this set should deliver now."""
+        registered = self._sets.get(sid, {})
+        for i, x in enumerate(self.xids):
+            if x.tick > self.tick:
+                break
+            if registered.get(x.device, 0) & EVENT_XID:
+                return i
+        return None
+
+    def c_nvmlEventSetWait_v2(self, es: Any, ref: Any, timeout_ms: Any) -> None:
+        sid = _address(es)
+        deadline = time.monotonic() + int(_val(timeout_ms)) / 1000
+        with self._lock:
+            self._waits += 1
+            me = self._waits
+            self._settled.notify_all()
+            shutdowns = self._shutdowns
+            while True:
+                if not self._installed:
+                    raise _Fail(UNINITIALIZED)
+                if sid not in self._sets:
+                    raise _Fail(INVALID_ARGUMENT)
+                i = self._due(sid)
+                if i is not None:
+                    x = self.xids.pop(i)
+                    self.delivered.append(x)
+                    self._delivered_at = me
+                    break
+                left = deadline - time.monotonic()
+                # Once the library is shut down (the source closing), end the wait early: the
+                # caller's loop then sees it should stop, as it would after the timeout.
+                if left <= 0 or self._shutdowns != shutdowns:
+                    raise _Fail(TIMEOUT)
+                self._wake.wait(left)
+        data = _out(ref)
+        data.device = ctypes.cast(ctypes.c_void_p(_HANDLE_BASE + x.device),
+                                  pynvml.c_nvmlDevice_t)
+        data.eventType = EVENT_XID
+        data.eventData = x.xid
+        data.gpuInstanceId = data.computeInstanceId = 0xFFFFFFFF
 
     # ------------------------------------------------------------------------------------------
     # GPM and process utilization

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gputop.diagnose.engine import Diagnostic
 from gputop.diagnose.rules.copy_bound import COPY_BOUND
-from gputop.diagnose.rules.health import LOST, MEMORY_ERRORS, NVLINK, PCIE
+from gputop.diagnose.rules.health import LOST, MEMORY_ERRORS, NVLINK, PCIE, XID
 from gputop.diagnose.rules.memory import GROWTH, PRESSURE
 from gputop.diagnose.rules.probe import FRAGMENTATION, HEADROOM
 from gputop.diagnose.rules.starvation import STARVATION
@@ -15,6 +15,7 @@ from gputop.diagnose.rules.throttle import POWER, THERMAL
 BUILTIN: tuple[Diagnostic, ...] = (
     LOST, MEMORY_ERRORS, PCIE, NVLINK, THERMAL, POWER, STARVATION, COPY_BOUND, GROWTH, PRESSURE,
     STRAGGLER, FRAGMENTATION, HEADROOM,
+    XID,
 )
 
 __all__ = ["BUILTIN"]

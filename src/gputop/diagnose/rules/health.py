@@ -1,4 +1,5 @@
-"""R8 health rules: a lost GPU, memory errors, a degraded PCIe or NVLink link (notes §8 R8).
+"""R8 health rules: a lost GPU, Xid errors, memory errors, a degraded PCIe or NVLink link (notes
+§8 R8).
 
 Cheap checks of counters and flags with high value: most of them need a reset, a reboot or a
 hardware ticket, and the message says which.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gputop.diagnose.engine import Condition, Diagnostic
+from gputop.diagnose.engine import SEVERITIES, Condition, Diagnostic
 from gputop.diagnose.window import (
     column,
     device_at,
@@ -20,6 +21,7 @@ from gputop.diagnose.window import (
     series,
 )
 from gputop.model import DeviceSample, LinkSample, Missing, Snapshot
+from gputop.xid import lookup
 
 COUNTER_WINDOW_S = 300.0  # error counters are compared over 5 min, so a slow trickle stays open
 LOAD_WINDOW_S = 60.0
@@ -29,6 +31,7 @@ PCIE_MIN_LOADED_TICKS = 5
 PCIE_REPLAYS_PER_MIN = 100.0  # R8: initial guess, to tune on fleet data
 REPLAY_MIN_S = 60.0
 NVLINK_COUNTERS = ("crc_flit", "crc_data", "replay", "recovery")
+XID_QUIET_S = 600.0  # an Xid finding opens at once and closes after 10 min without a new Xid
 
 RESET_FIX = "Drain the node's jobs from this GPU and reset it (nvidia-smi -r) or reboot."
 
@@ -53,6 +56,47 @@ def _lost(d: DeviceSample) -> bool:
     if d.lost is not None:
         return True
     return isinstance(d.util_gpu, Missing) and d.util_gpu.reason == "gpu_lost"
+
+
+def check_xid(window: Sequence[Snapshot]) -> list[Condition]:
+    """The Xids a GPU reported in the last XID_QUIET_S, named by the worst of them (severity from
+    NVIDIA's Xid catalog, gputop.xid). A lost GPU keeps its Xids: Xid 79 is why it is lost."""
+    if not window:
+        return []
+    now = window[-1].time
+    out = []
+    for d in window[-1].devices:
+        recent = [x for x in d.xids if x.time > now - XID_QUIET_S]
+        if not recent:
+            continue
+        worst = max(recent, key=lambda x: (SEVERITIES.index(lookup(x.xid).severity), x.time))
+        info = lookup(worst.xid)
+        # The sample lists the latest Xids only; in a storm the counter says how many came.
+        counts = [c for c in column(window, _xid_count, d.index) if c is not None]
+        count = max(len(recent), int(growth(counts)))
+        more = f", {count} Xids in {_minutes_since(recent[0].time, now)}" if count > 1 else ""
+        what = info.description if info.known else "see NVIDIA's Xid catalog"
+        cause = (f"{info.cause} (Xid {worst.xid}, {info.mnemonic}; NVIDIA's catalog: "
+                 f"{info.action}.)" if info.known else info.cause)
+        evidence = {"xid": worst.xid, "count": count, "first": recent[0].time,
+                    "last": recent[-1].time}
+        if isinstance(d.xid_count, int):
+            evidence["since_start"] = d.xid_count
+        out.append(Condition(
+            id="xid", severity=info.severity, device=d.index,
+            title=f"GPU{d.index}: Xid {worst.xid}, {what}{more}",
+            cause=cause, fix=info.fix, evidence=evidence, score=count))
+    return out
+
+
+def _xid_count(s: Snapshot, index: int) -> float | None:
+    d = s.device(index)
+    return float(d.xid_count) if d is not None and isinstance(d.xid_count, int) else None
+
+
+def _minutes_since(t: float, now: float) -> str:
+    s = max(0.0, now - t)
+    return f"{s / 60:.0f} min" if s >= 90 else f"{s:.0f} s"
 
 
 def check_memory_errors(window: Sequence[Snapshot]) -> list[Condition]:
@@ -232,6 +276,7 @@ def _minutes(window: Sequence[Snapshot]) -> str:
 
 
 LOST = Diagnostic(name="gpu.lost", check=check_lost, window_s=0.0, every_s=0.0)
+XID = Diagnostic(name="xid", check=check_xid, window_s=XID_QUIET_S, every_s=0.0)
 MEMORY_ERRORS = Diagnostic(name="ecc", check=check_memory_errors, window_s=COUNTER_WINDOW_S)
 PCIE = Diagnostic(name="pcie", check=check_pcie, window_s=LOAD_WINDOW_S)
 NVLINK = Diagnostic(name="nvlink", check=check_nvlink, window_s=COUNTER_WINDOW_S)

@@ -18,10 +18,11 @@ from gputop.model import THROTTLE, DeviceSample, Missing, Snapshot, value
 from gputop.ui import format as fmt
 from gputop.ui import memory, styles
 from gputop.ui.history import GpuHistory
-from gputop.ui.status import THROTTLE_BADGES, badges
+from gputop.ui.status import CROSS, THROTTLE_BADGES, badges
 from gputop.ui.text import safe_content
 from gputop.ui.widgets.history_graph import HistoryGraph
 from gputop.ui.widgets.text_line import TextLine
+from gputop.xid import lookup as xid_lookup
 
 Fmt = Callable[[Any], str]
 
@@ -141,6 +142,9 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str, Fmt], ...]], ...] = (
 )
 
 LABEL_WIDTH = 27  # the throttle reasons' column
+XID_LINES = 5  # the newest Xids listed under Health
+XID_CHIP_S = 3600.0  # the title shows the latest Xid for an hour
+_GLYPHS = {"critical": CROSS, "warning": "▲", "info": "●"}
 
 
 def field_line(name: str, v: Any, f: Fmt, width: int = LABEL_WIDTH) -> Content:
@@ -157,6 +161,31 @@ def label_width(fields: tuple[tuple[str, str, Fmt], ...]) -> int:
 def group_content(d: DeviceSample, fields: tuple[tuple[str, str, Fmt], ...]) -> Content:
     width = label_width(fields)
     return Content("\n").join(field_line(n, getattr(d, a), f, width) for n, a, f in fields)
+
+
+def xid_chip(d: DeviceSample, now: float) -> Content | None:
+    """` ▲ XID 13 ` in the catalog's severity while the GPU's latest Xid is under an hour old."""
+    if not d.xids or d.lost is not None or now - d.xids[-1].time > XID_CHIP_S:
+        return None
+    sev = xid_lookup(d.xids[-1].xid).severity
+    return Content(f" {_GLYPHS[sev]} XID {d.xids[-1].xid} ").stylize(styles.badge_style(sev))
+
+
+def xid_lines(d: DeviceSample, width: int) -> list[Content]:
+    """The GPU's newest Xids, newest first, each with its time, severity and meaning; no line at
+    all for a GPU that had none."""
+    if not d.xids:
+        return []
+    lines = [field_line("Xid events", d.xid_count, lambda n: f"{n:,} since gputop started",
+                        width)]
+    for x in reversed(d.xids[-XID_LINES:]):
+        info = xid_lookup(x.xid)
+        sev = info.severity
+        lines.append(Content.assemble(
+            (f"{fmt.clock_time(x.time):<{width}}", styles.LABEL),
+            (f" {_GLYPHS[sev]} Xid {x.xid} ", styles.badge_style(sev)), " ",
+            info.description if info.known else "see NVIDIA's Xid catalog"))
+    return lines
 
 
 def throttle_time_content(d: DeviceSample, prev: Mapping[str, float] | None,
@@ -217,8 +246,11 @@ def memory_split_lines(d: DeviceSample, snap: Snapshot, width: int) -> list[Cont
     return lines
 
 
-def title_content(d: DeviceSample) -> Content:
+def title_content(d: DeviceSample, now: float | None = None) -> Content:
     chips = [Content(f" {b.text} ").stylize(styles.badge_style(b.severity)) for b in badges(d)]
+    xid = xid_chip(d, now) if now is not None else None
+    if xid is not None:
+        chips.append(xid)
     parts: list[Content] = [Content.assemble((f"GPU {d.index}", "bold $accent"), "  ",
                                              safe_content(d.name, "bold"))]
     if d.lost is not None:
@@ -316,7 +348,7 @@ class DetailScreen(Screen[None]):
             self._title.set(Content(f"GPU {self.index} is not in the latest snapshot")
                             .stylize(styles.text_style("warning")))
             return
-        self._title.set(title_content(d))
+        self._title.set(title_content(d, snap.time))
         self._update_graphs(d)
         self._groups["Identity"].update(identity_content(d, snap))
         for name, fields in GROUPS:
@@ -324,6 +356,8 @@ class DetailScreen(Screen[None]):
             if name == "Memory":
                 content = Content("\n").join(
                     [content, *memory_split_lines(d, snap, label_width(fields))])
+            elif name == "Health" and d.xids:
+                content = Content("\n").join([content, *xid_lines(d, label_width(fields))])
             self._groups[name].update(content)
         prev_tt = None
         dt = 0.0

@@ -427,17 +427,18 @@ class NvmlSource:
             dev.xid_count = 0
             watched[_address(dev.handle)] = dev.index
         try:
-            if not watched:
-                n.nvmlEventSetFree(event_set)
+            if watched:
+                n.nvmlInit()  # the thread's own reference, dropped when it ends
+                self._xid_watch = _XidWatch(n, event_set, watched)
+                self._xid_watch.start()
                 return
-            n.nvmlInit()  # the thread's own reference, dropped when it ends
         except n.NVMLError as e:
-            for dev in self.devices:
-                if dev.index in watched.values():
-                    dev.xid_count = _xid_missing(e)
-            return
-        self._xid_watch = _XidWatch(n, event_set, watched)
-        self._xid_watch.start()
+            for index in watched.values():
+                self.devices[index].xid_count = _xid_missing(e)
+        try:
+            n.nvmlEventSetFree(event_set)
+        except n.NVMLError:
+            pass
 
     def _take_xids(self, now: float, tick: GpuTick) -> None:
         """Adds the Xid events received since the last poll to their GPUs. An event is dated

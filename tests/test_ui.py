@@ -38,11 +38,11 @@ from gputop.model import (
 from gputop.recording import read_recording
 from gputop.replay import demo_path
 from gputop.testing.synthetic import GIB, h100
-from gputop.ui import GputopApp
+from gputop.ui import GputopApp, terminal_update
 from gputop.ui.history import GpuHistory
 from gputop.ui.kill import KillPolicy, Terminator
 from gputop.ui.process_rows import build_rows, matches, sort_processes
-from gputop.ui.render import changed_span
+from gputop.ui.render import changed_spans
 from gputop.ui.screens.detail import DetailScreen
 from gputop.ui.screens.help import HelpScreen
 from gputop.ui.screens.kill import KillScreen
@@ -256,12 +256,25 @@ def test_history_store_records_gaps_for_a_lost_gpu() -> None:
 
 def test_only_the_changed_cells_of_a_line_are_repainted() -> None:
     from rich.segment import Segment
+    from rich.style import Style
 
+    assert terminal_update.install()  # separate runs are sent separately (see the module)
     a = Strip([Segment("GPU "), Segment("97%"), Segment(" ███")])
     b = Strip([Segment("GPU "), Segment("98%"), Segment(" ███")])
-    assert changed_span(a, b) == (5, 6)
-    assert changed_span(a, a) is None
-    assert changed_span(None, a) == (0, 11)
+    assert changed_spans(a, b) == [(5, 6)]
+    assert changed_spans(a, a) == []
+    assert changed_spans(None, a) == [(0, 11)]
+    # Two changes far apart are two runs; close together, one.
+    line = "GPU  97% ▕████▏ 612/700W"
+    far = line.replace("97%", "98%").replace("612", "613")
+    assert changed_spans(Strip([Segment(line)]), Strip([Segment(far)])) == [(6, 7), (18, 19)]
+    near = line.replace("97%", "88%")
+    assert changed_spans(Strip([Segment(line)]), Strip([Segment(near)])) == [(5, 7)]
+    # A style change counts, text or not; a character two cells wide makes it the whole line.
+    bold = Strip([Segment("GPU "), Segment("97%", Style(bold=True)), Segment(" ███")])
+    assert changed_spans(a, bold) == [(4, 7)]
+    wide = Strip([Segment("GPU "), Segment("漢%"), Segment(" ███")])
+    assert changed_spans(a, wide) == [(0, 11)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -548,23 +561,25 @@ async def test_process_table_columns_and_literal_untrusted_text() -> None:
         assert "slurm:48213" in text and "1h00m" in text
 
 
-async def test_process_table_repaints_only_rows_that_changed() -> None:
+async def test_process_table_repaints_only_the_cells_that_changed() -> None:
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await show(app, pilot, [node(0)])
         t = table(app)
-        repainted: list[int] = []
-        original = t._refresh_row
+        repainted: list[Any] = []
+        original = t.refresh
 
-        def spy(i: int) -> None:
-            repainted.append(i)
-            original(i)
+        def spy(*regions: Any, **kw: Any) -> Any:
+            repainted.extend(regions)
+            return original(*regions, **kw)
 
-        t._refresh_row = spy  # type: ignore[method-assign]
+        t.refresh = spy  # type: ignore[method-assign]
         procs = list(node(0).processes)
         procs[3] = dataclasses.replace(procs[3], cpu_percent=250.0)
         app.apply_snapshot(node(0, processes=tuple(procs)))
-        assert repainted == [3]
+        # Row 3 is line 4 under the header; of it, only the CPU % cells.
+        assert [(r.y, r.height) for r in repainted] == [(4, 1)]
+        assert repainted[0].width <= 5
 
 
 async def test_sort_keys_and_header_clicks() -> None:

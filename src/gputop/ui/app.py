@@ -18,6 +18,7 @@ from textual.binding import Binding
 from textual.widgets import Input
 
 from gputop.model import DeviceSample, ProcessSample, Snapshot
+from gputop.ui import terminal_update
 from gputop.ui.history import GpuHistory
 from gputop.ui.keys import APP_KEYS, REPLAY_KEYS, Key
 from gputop.ui.kill import KillPolicy, Terminator
@@ -73,6 +74,7 @@ class GputopApp(App[None]):
         # ansi_color must be known at construction: it picks the NO_COLOR filter that keeps the
         # terminal's own 16 colours (instead of a greyscale conversion of RGB).
         super().__init__(ansi_color=True if ansi else None)
+        terminal_update.install()  # a repaint sends the cells that changed, not whole lines
         if ansi:
             self.theme = "ansi-dark"
         if "TEXTUAL_ANIMATIONS" not in os.environ:

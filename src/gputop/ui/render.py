@@ -1,17 +1,21 @@
 """Lines for the line-API widgets (cards, rows, header, process table): Content to Strip with
-theme variables resolved, and the span of a line that changed since it was last painted.
+theme variables resolved, and the cells of a line that changed since it was last painted.
 
-Repainting only the changed span matters over SSH: a card line that went from 97 % to 98 %
-sends a few cells, not the whole line with an escape sequence for every style run."""
+Repainting only the changed cells matters over SSH: a card line that went from 97 % to 98 %
+sends a few cells, not the whole line with an escape sequence for every style run (with
+terminal_update, which makes Textual send a region from its start)."""
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style as RichStyle
 from textual.content import Content
 from textual.strip import Strip
 from textual.style import Style
 from textual.widget import Widget
+
+from gputop.ui import terminal_update
 
 _RICH: dict[tuple[str, Style, str], RichStyle] = {}  # (theme, base, style) -> Rich style
 
@@ -59,40 +63,78 @@ def content_strip(widget: Widget, content: Content, width: int,
     return Strip(segments).simplify().adjust_cell_length(width, base_rich)
 
 
-def changed_span(old: Strip | None, new: Strip) -> tuple[int, int] | None:
-    """The cells [start, end) where `new` differs from `old`; None when they are the same; the
-    whole line when they cannot be compared cell by cell (a character not one cell wide)."""
+# Unchanged cells between two changed runs that are cheaper to send again than to skip: moving
+# the cursor and restarting a style costs about as many bytes.
+MERGE_GAP = 8
+
+
+def changed_spans(old: Strip | None, new: Strip) -> list[tuple[int, int]]:
+    """The runs of cells [start, end) where `new` differs from `old` (text or style), left to
+    right; runs closer than MERGE_GAP cells are one. [] when nothing changed; the whole line
+    when the two cannot be compared cell by cell (another width, a character two cells wide)."""
     width = new.cell_length
+    whole = [(0, width)] if width else []
     if old is None or old.cell_length != width:
-        return (0, width)
+        return whole
     a, b = list(old), list(new)
-    if sum(len(s.text) for s in a) != width or sum(len(s.text) for s in b) != width:
-        return (0, width)
-    # Common prefix, segment by segment, then character by character inside the first
-    # segments that differ (when their styles agree).
-    i = start = 0
-    while i < len(a) and i < len(b) and a[i] == b[i]:
-        start += len(a[i].text)
-        i += 1
-    if i == len(a) and i == len(b):
-        return None
-    if i < len(a) and i < len(b) and a[i].style == b[i].style:
-        start += _common(a[i].text, b[i].text)
-    # Common suffix, the same way from the end.
-    j = tail = 0
-    while j < len(a) - i and j < len(b) - i and a[-1 - j] == b[-1 - j]:
-        tail += len(a[-1 - j].text)
-        j += 1
-    if j < len(a) - i and j < len(b) - i and a[-1 - j].style == b[-1 - j].style:
-        tail += _common(a[-1 - j].text[::-1], b[-1 - j].text[::-1])
-    end = max(start + 1, width - tail)
-    return (min(start, width - 1), min(end, width))
+    if a == b:
+        return []
+    a_text = "".join([s.text for s in a])
+    b_text = "".join([s.text for s in b])
+    if len(a_text) != width or len(b_text) != width:
+        return whole
+    dirty: list[tuple[int, int]] = []
+    # Walk the two lines' style runs together: where the styles differ every cell counts,
+    # where they agree only the characters that differ.
+    i = j = pos = 0
+    a_end, b_end = len(a[0].text), len(b[0].text)
+    while pos < width:
+        end = min(a_end, b_end)
+        if a[i].style != b[j].style:
+            _add(dirty, pos, end)
+        elif a_text[pos:end] != b_text[pos:end]:
+            for k in range(pos, end):
+                if a_text[k] != b_text[k]:
+                    _add(dirty, k, k + 1)
+        pos = end
+        if pos == a_end and i + 1 < len(a):
+            i += 1
+            a_end += len(a[i].text)
+        if pos == b_end and j + 1 < len(b):
+            j += 1
+            b_end += len(b[j].text)
+    return dirty
 
 
-def _common(x: str, y: str) -> int:
-    n = 0
-    for p, q in zip(x, y):
-        if p != q:
-            break
-        n += 1
-    return n
+def _add(runs: list[tuple[int, int]], start: int, end: int) -> None:
+    if runs and (start - runs[-1][1] < MERGE_GAP or not terminal_update.installed()):
+        runs[-1] = (runs[-1][0], end)
+    else:
+        runs.append((start, end))
+
+
+def border_label_spans(old: Content | None, new: Content | None,
+                       width: int) -> list[tuple[int, int]]:
+    """The cells of a `width`-cell border line that change when its left-aligned label (title
+    or subtitle) goes from `old` to `new`. Textual draws the label one cell after the corner,
+    padded with a space each side: "╭─ label ───╮". A label that does not leave room for that,
+    or with characters two cells wide, counts as the whole line."""
+    inner = width - 2
+    cells: list[list[tuple[str, str]]] = []
+    for label in (old, new):
+        line = [("", "")] * inner
+        if label is not None and label.plain:
+            text = label.plain
+            if len(text) + 3 > inner or cell_len(text) != len(text):
+                return [(0, width)] if width > 0 else []
+            styles = [""] * len(text)
+            for span in label.spans:
+                for k in range(max(0, span.start), min(len(text), span.end)):
+                    styles[k] += f"|{span.style}"
+            line[1: len(text) + 3] = [(" ", ""), *zip(text, styles), (" ", "")]
+        cells.append(line)
+    runs: list[tuple[int, int]] = []
+    for x, (a, b) in enumerate(zip(*cells), start=1):
+        if a != b:
+            _add(runs, x, x + 1)
+    return runs

@@ -20,6 +20,9 @@ Drawn line by line (no child widgets); a tick repaints only the lines that chang
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from rich.segment import Segment
 from rich.style import Style as RichStyle
@@ -35,12 +38,15 @@ from gputop.model import DeviceSample, Missing, value
 from gputop.ui import bars, memory, styles
 from gputop.ui import format as fmt
 from gputop.ui.history import GpuHistory
-from gputop.ui.render import changed_span, content_strip
+from gputop.ui.render import border_label_spans, changed_spans, content_strip
 from gputop.ui.status import CROSS, Badge, badges, fraction, pcie_downtrained
 from gputop.ui.text import safe_content
 from gputop.ui.widgets.gpu_row import temp_style
 from gputop.ui.widgets.history_graph import GAP, gap_runs, graph_line
 from gputop.ui.widgets.text_line import same
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 BAR_WIDTH = 14
 METER_WIDTH = 33  # "GPU " + framed bar + " 100%" + " SM 100%"
@@ -179,6 +185,7 @@ class GpuCard(Widget):
     }
     HISTORY_CLASSES = ("gpu-card--util-history", "gpu-card--memory-history",
                        "gpu-card--power-history")
+    _border_regions: list[Region] | None = None  # while a border label changes
 
     class Clicked(Message):
         def __init__(self, index: int, chain: int) -> None:
@@ -199,6 +206,7 @@ class GpuCard(Widget):
         self._title_key: object = None
         self._split: MemorySplit | None = None
         self._legend: Content | None = None
+        self._title: Content | None = None
         self._strips: dict[int, Strip] = {}  # rendered lines, dropped when they change
         self._style_cache: list[tuple[RichStyle, RichStyle]] = []
         self.border_title = Content(f"{index}")
@@ -207,6 +215,9 @@ class GpuCard(Widget):
         super().notify_style_update()
         self._style_cache = []
         self._strips.clear()
+        # Redrawn now, so that the next tick finds what is on screen and repaints the cells
+        # that change, not whole lines (style updates are rare: mount, theme, selection).
+        self.refresh()
 
     def update(self, d: DeviceSample, slow: bool = True,
                split: MemorySplit | None = None) -> None:
@@ -260,9 +271,9 @@ class GpuCard(Widget):
             return
         new = self._make_strip(y, width)
         self._strips[y] = new
-        span = changed_span(old, new)
-        if span is not None:
-            self.refresh(Region(span[0], y, span[1] - span[0], 1))
+        spans = changed_spans(old, new)
+        if spans:
+            self.refresh(*(Region(x1, y, x2 - x1, 1) for x1, x2 in spans))
 
     def _graph(self, y: int, width: int) -> str:
         """History line `y` as text. One new value per tick: shift the last text by one cell
@@ -331,14 +342,15 @@ class GpuCard(Widget):
         self.set_class(selected, "-selected")
 
     def _set_title(self) -> None:
-        # Setting a border title repaints the whole card: only when the title really changed.
         if self._sample is None:
             return
         width = self.size.width or 60
         key = (self._sample.index, self._sample.name, tuple(self._badges), width)
         if key != self._title_key:
             self._title_key = key
-            self.border_title = title(self._sample, width, self._badges)
+            new = title(self._sample, width, self._badges)
+            with self._repainting_border(-1, self._title, new):
+                self._title = self.border_title = new
 
     def _set_legend(self) -> None:
         """The split's parts in words on the bottom border, or nothing without a split."""
@@ -346,11 +358,37 @@ class GpuCard(Widget):
         legend = (None if split is None else
                   memory.legend(split, max(8, (self.size.width or 60) - 4)))
         if not same(legend, self._legend):
-            self._legend = legend
-            self.border_subtitle = legend
+            with self._repainting_border(CARD_HEIGHT - 2, self._legend, legend):
+                self._legend = self.border_subtitle = legend
+
+    @contextmanager
+    def _repainting_border(self, y: int, old: Content | None,
+                           new: Content | None) -> Iterator[None]:
+        """Textual repaints the whole card when a border label changes. A badge that comes and
+        goes (PWR CAP under a sawtooth load) or a memory split that moves changes a few cells
+        of one border line (`y` in content rows: -1 is the top border): only those are
+        repainted."""
+        width = self.outer_size.width
+        if self.is_mounted and width:
+            left = self.content_offset.x  # border and padding
+            self._border_regions = [Region(x1 - left, y, x2 - x1, 1)
+                                    for x1, x2 in border_label_spans(old, new, width)]
+        try:
+            yield
+        finally:
+            self._border_regions = None
+
+    def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False,
+                recompose: bool = False) -> Self:
+        if self._border_regions is not None and not regions and not layout and not recompose:
+            if not self._border_regions:
+                return self
+            regions = tuple(self._border_regions)
+        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
 
     def on_resize(self) -> None:
-        self._strips.clear()
+        # The lines drawn at the new size are kept (a strip of another width is drawn again):
+        # Textual painted them before this event arrived, and will not paint them again.
         self._graphs = [self._graph(y, self.size.width) for y in range(len(HISTORIES))]
         self._set_title()
         self._set_legend()

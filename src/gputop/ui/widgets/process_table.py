@@ -1,7 +1,7 @@
 """The process table, drawn line by line.
 
 Textual's DataTable repaints every visible row, each cell through Rich, when one cell changes
-(see the notes' measurements); here a refresh repaints only the rows whose text changed, and
+(see the notes' measurements); here a refresh repaints only the cells whose text changed, and
 a row is one strip of pre-measured cells. The header stays on the first line while rows
 scroll. Sorting and filtering happen before (in process_rows); a process's DataLoader workers
 follow it, and the cursor stays on the same process when rows move. Below 100 columns the JOB
@@ -22,6 +22,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from gputop.ui.process_rows import COLUMN_KEYS, COLUMNS, Row
+from gputop.ui.render import changed_spans
 from gputop.ui.text import sanitize
 
 NARROW_WIDTH = 100
@@ -131,7 +132,7 @@ class ProcessTable(ScrollView, can_focus=True):
         else:
             for i, r in enumerate(self.rows):
                 if r.key != old_keys[i] or self._cells[i] != old_cells[i]:
-                    self._refresh_row(i)
+                    self._repaint_row(i)
         self._scroll_to_cursor()
 
     def set_sort(self, column: str, reverse: bool) -> None:
@@ -233,7 +234,20 @@ class ProcessTable(ScrollView, can_focus=True):
         self._strips.pop(i, None)
         y = i - int(self.scroll_y) + 1
         if 1 <= y < self.size.height:
-            self.refresh(Region(0, y, self.size.width, 1))
+            self.refresh(Region(0, y, self.scrollable_content_region.width, 1))
+
+    def _repaint_row(self, i: int) -> None:
+        """Row `i` has new text: repaint the cells that changed (a CPU % or a size), not the
+        row. A row not on screen is drawn when it scrolls in."""
+        old = self._strips.get(i)
+        y = i - int(self.scroll_y) + 1
+        if old is None or not 1 <= y < self.size.height:
+            self._refresh_row(i)
+            return
+        new = self._strips[i] = self._row_strip(i, old.cell_length)
+        spans = changed_spans(old, new)
+        if spans:
+            self.refresh(*(Region(x1, y, x2 - x1, 1) for x1, x2 in spans))
 
     def on_resize(self, event: Resize) -> None:
         narrow = event.size.width < NARROW_WIDTH

@@ -2,7 +2,7 @@
 
 Drawn through the line API: a one-line Content needs no wrapping, and skipping Textual's general
 text pipeline makes the line several times cheaper to paint. When the text changes, the new line
-is compared with the one on screen and only the span that differs is repainted, so a clock that
+is compared with the one on screen and only the cells that differ are repainted, so a clock that
 ticks sends two cells to the terminal, not the whole line."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
-from gputop.ui.render import changed_span, content_strip
+from gputop.ui.render import changed_spans, content_strip
 
 
 def same(a: Content | None, b: Content | None) -> bool:
@@ -54,10 +54,10 @@ class TextLine(Widget):
             self.refresh()
             return True
         new = self.make_strip(width)
-        span = changed_span(self._strip, new)
+        spans = changed_spans(self._strip, new)
         self._strip = new
-        if span is not None:
-            self.refresh(Region(span[0], 0, span[1] - span[0], 1))
+        if spans:
+            self.refresh(*(Region(x1, 0, x2 - x1, 1) for x1, x2 in spans))
         return True
 
     def make_strip(self, width: int) -> Strip:

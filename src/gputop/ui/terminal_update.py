@@ -1,0 +1,88 @@
+"""A partial repaint writes the cells that changed, not the line up to them.
+
+Textual turns a repaint of a region into, for each screen line, the widget's line from the
+widget's left edge up to the region's end (textual issue #5625): a card whose power figure
+changed at column 40 rewrites its border, labels and bars before it, each style run with its
+own escape sequence. The widgets here refresh exactly the cells that changed
+(`render.changed_spans`), so the update starts where the region starts: at the first dirty
+cell, or at the start of its segment where a character two cells wide could be cut. With 8 GPUs
+this cuts what a tick sends to the terminal by more than half (bench/ui_bench.py).
+
+Textual's update class is private; `install` checks that it still has the shape this code was
+written against and otherwise leaves Textual as it is (tests/test_ui_output.py then fails)."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from rich.cells import cell_len
+from rich.console import Console
+from rich.control import Control
+
+try:
+    from textual._compositor import ChopsUpdate
+except ImportError:  # pragma: no cover - a Textual without it keeps its own behaviour
+    ChopsUpdate = None  # type: ignore[assignment,misc]
+
+_EXPECTED = ("chops", "spans", "chop_ends")
+
+
+def render_segments(self: Any, console: Console) -> str:
+    """`ChopsUpdate.render_segments`, each line's update starting at its dirty span."""
+    sequences: list[str] = []
+    append = sequences.append
+    move_to = Control.move_to
+    chops = self.chops
+    chop_ends = self.chop_ends
+    last_y = self.spans[-1][0]
+    for y, x1, x2 in self.spans:
+        for end, (x, strip) in zip(chop_ends[y], chops[y].items()):
+            if strip is None or x > x2 or end <= x1:
+                continue
+            start = x
+            if x < x1:
+                start = _first_cell(strip, x, x1)
+            if start == x and end <= x2:
+                append(move_to(x, y).segment.text)
+                append(strip.render(console))
+                continue
+            strip = strip.crop(start - x, min(end, x2) - x)
+            append(move_to(start, y).segment.text)
+            append(strip.render(console))
+        if y != last_y:
+            append("\n")
+    return "".join(sequences)
+
+
+def _first_cell(strip: Any, x: int, x1: int) -> int:
+    """Where to start writing `strip` (placed at column `x`) to cover column `x1`: `x1` itself,
+    or the start of the segment holding it when that segment has wide characters."""
+    pos = x
+    for segment in strip:
+        text = segment.text
+        width = cell_len(text)
+        if pos + width > x1:
+            return x1 if width == len(text) else pos
+        pos += width
+    return x
+
+
+def install() -> bool:
+    """Use `render_segments` for Textual's partial updates; True when it is in place."""
+    if ChopsUpdate is None:
+        return False
+    if ChopsUpdate.render_segments is render_segments:
+        return True
+    params = inspect.signature(ChopsUpdate.__init__).parameters
+    if not all(name in params for name in _EXPECTED):
+        return False
+    ChopsUpdate.render_segments = render_segments  # type: ignore[method-assign]
+    return True
+
+
+def installed() -> bool:
+    """Whether a repaint starts at its first dirty cell. Where it does not, each separate run
+    of changed cells on a line would resend the line from its start: widgets then repaint
+    one run from the first change to the last."""
+    return ChopsUpdate is not None and ChopsUpdate.render_segments is render_segments

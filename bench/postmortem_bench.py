@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import random
-import resource
 import shutil
 import subprocess
 import sys
@@ -115,18 +114,40 @@ def without_summary(path: Path, out: Path) -> None:
             dst.truncate(end)
 
 
-def report(path: Path, *extra: str) -> tuple[float, float, str]:
-    """(wall s, peak RSS MiB of the biggest report so far, what it printed) of `gputop report`
-    over the recording."""
+# `gputop report` as a user runs it, then its own peak RSS: /proc's VmHWM starts again at exec,
+# unlike ru_maxrss, which keeps the high-water mark of the forked bench before it.
+CHILD = """
+import sys
+from gputop.cli import main
+try:
+    rc = main(sys.argv[1:])
+finally:
+    try:
+        with open("/proc/self/status") as f:
+            kib = next(line.split()[1] for line in f if line.startswith("VmHWM:"))
+        print(f"peak-rss-kib {kib}", file=sys.stderr)
+    except OSError:
+        pass
+sys.exit(rc)
+"""
+
+
+def report(path: Path, *extra: str) -> tuple[float, float | None, str]:
+    """(wall s, peak RSS MiB or None where it cannot be read, what it printed) of
+    `gputop report` over the recording."""
     start = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "gputop", "report", str(path), *extra],
+    r = subprocess.run([sys.executable, "-c", CHILD, "report", str(path), *extra],
                        capture_output=True, text=True, check=False)
     wall = time.perf_counter() - start
     if r.returncode != 0:
         raise SystemExit(f"gputop report failed: {r.stderr.strip()}")
-    # ru_maxrss of the children so far: kilobytes on Linux. The first child is the biggest.
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return wall, peak, r.stdout
+    peaks = [int(line.split()[1]) / 1024 for line in r.stderr.splitlines()
+             if line.startswith("peak-rss-kib ")]
+    return wall, peaks[-1] if peaks else None, r.stdout
+
+
+def mib(peak: float | None) -> str:
+    return "?" if peak is None else f"{peak:.0f}"
 
 
 def main() -> int:
@@ -163,7 +184,7 @@ def main() -> int:
               + (f"; its summary {(size - end) / 1e3:.0f} kB" if end is not None else
                  "; no summary"))
         wall, peak, head = report(path)
-        print(f"report:    {wall:.2f} s wall, peak RSS {peak:.0f} MiB"
+        print(f"report:    {wall:.2f} s wall, peak RSS {mib(peak)} MiB"
               + (" (from the summary)" if end is not None else " (tick by tick)"))
         if args.html:
             out = tmp / "day.html"
@@ -174,7 +195,7 @@ def main() -> int:
             without_summary(path, old)
             wall, peak, scan_head = report(old)
             print(f"report tick by tick: {wall:.1f} s wall ({wall / ticks * 1e3:.2f} ms a tick), "
-                  f"peak RSS {peak:.0f} MiB")
+                  f"peak RSS {mib(peak)} MiB")
             same = scan_head.replace(str(old), str(path)) == head
             print(f"  the same report as from the summary: {'yes' if same else 'NO'}")
             if args.html:

@@ -29,7 +29,7 @@ from gputop.importers.nvsmi_values import ABSENT
 from gputop.importers.rocm_smi import ABSENT as ROCM_ABSENT
 from gputop.importers.rocm_smi import parse_rocm_smi_json
 from gputop.model import Missing
-from gputop.recording import read_recording
+from gputop.recording import read_recording, read_summary
 
 DATA = Path(__file__).parent / "data" / "realdata"
 CSV, MON, ROCM = DATA / "nvidia-smi-csv", DATA / "dmon-pmon", DATA / "rocm-smi-json"
@@ -433,8 +433,12 @@ def test_a_real_csv_log_imports_and_reports_the_numbers_of_the_log(tmp_path, cap
     assert "17 snapshots (csv) written" in capsys.readouterr().err
     assert read_recording(out).header["meta"] == {"imported_from": "csv"}
 
+    assert read_summary(out)["recap"]["ticks"] == 17  # imported files end with a summary too
+
     assert report_main([str(out), "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert captured.err == ""  # read from the summary
     assert report["ticks"] == 17
     assert report["start"] == pytest.approx(utc(2020, 11, 12, 13, 48, 11) + 0.412)
     assert report["end"] == pytest.approx(utc(2020, 11, 12, 13, 49, 31) + 0.451)

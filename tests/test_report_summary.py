@@ -26,6 +26,7 @@ from gputop.recording import (
     _footer,
     read_recording,
     read_summary,
+    to_record,
 )
 from gputop.recording_index import RecordingIndex
 from gputop.replay import demo_path
@@ -124,9 +125,9 @@ def test_a_run_in_segments_reports_the_same_from_their_summaries(
 
 def test_a_recording_killed_mid_write_is_read_tick_by_tick_and_finds_the_same(
         tmp_path: Path, demo: list[Any]) -> None:
-    done = record(tmp_path / "done.gputop", demo[:200]).path
+    done = record(tmp_path / "done.gputop", demo[:120]).path
     killed = RecordingWriter(tmp_path / "killed.gputop")  # never closed, as after SIGKILL
-    for s in demo[:200]:
+    for s in demo[:120]:
         killed.write(s)
     got, _, err = report([killed.path], "--json")
     assert err.splitlines()[0] == (
@@ -246,3 +247,29 @@ def test_a_damaged_or_foreign_summary_is_never_trusted(
     doc, want = json.loads(got), short_run[1]
     assert (doc["ticks"], doc["findings"], doc["devices"]) == (
         want["ticks"], want["findings"], want["devices"])
+
+
+@pytest.mark.parametrize("split", [65_535, 65_536, 65_537])
+def test_a_gzip_member_that_ends_at_a_read_boundary_is_read_on_from(
+        tmp_path: Path, split: int) -> None:
+    """The reader inflates 64 KiB at a time: the next member's magic may be cut by a read."""
+    snaps = series(2, 1)
+    header = b'{"type":"header","format":"gputop-recording","version":1,"meta":{}}\n'
+
+    def member(data: bytes) -> bytes:
+        z = zlib.compressobj(0, zlib.DEFLATED, 31)  # stored: its size follows the data's
+        return z.compress(data) + z.flush()
+
+    def tick(s: Any) -> bytes:
+        return json.dumps({"k": to_record(s)}).encode() + b"\n"
+
+    first = header + tick(snaps[0])
+    pad = split - len(first) - 64  # about right: a stored block adds a few bytes
+    while len(member(first + b'{"x":"' + b"." * pad + b'"}\n')) < split:
+        pad += 1
+    one = member(first + b'{"x":"' + b"." * pad + b'"}\n')
+    assert len(one) == split
+    path = tmp_path / "two-members.gputop"
+    path.write_bytes(one + member(tick(snaps[1])))
+    r = RecordingReader(path)
+    assert list(r) == snaps and r.warning is None

@@ -561,21 +561,26 @@ class RecordingReader:
                         break
                 chunk = b""
             buf += data
-            while z.eof and z.unused_data.startswith(_GZIP_MAGIC):
+            rest = b""
+            while z.eof and chunk:
                 # Another gzip member (the summary): the file reads on as one stream.
-                rest, z = z.unused_data, zlib.decompressobj(_GZIP_WBITS)
+                rest = z.unused_data
+                if len(rest) < len(_GZIP_MAGIC):  # the chunk ended at or in the next magic
+                    rest += self._f.read(len(_GZIP_MAGIC) - len(rest))
+                if not rest.startswith(_GZIP_MAGIC):
+                    break
+                z = zlib.decompressobj(_GZIP_WBITS)
                 try:
                     buf += z.decompress(rest)
                 except zlib.error as e:
                     self.warning = f"{self.path} is damaged ({e}); read up to the damage"
                     chunk = b""
-                    break
             *complete, buf = buf.split(b"\n")
             yield from complete
             if not chunk:
                 return
             if z.eof:
-                if z.unused_data.strip(b"\0"):
+                if rest.strip(b"\0"):
                     self.warning = f"{self.path} has trailing data after its end; ignored"
                 return
         if not z.eof:

@@ -164,7 +164,7 @@ class RecordingIndex:
             self.finished = True
             rest = self._z.unused_data
             # Gzip members after the ticks' (the summary, docs/recording.md) hold no ticks.
-            if rest.strip(b"\0") and not rest.startswith(b"\x1f\x8b"):
+            if rest.strip(b"\0") and not b"\x1f\x8b".startswith(rest[:2]):
                 self.warning = f"{self.path} has trailing data after its end; ignored"
 
     def _index_line(self, data: bytes, start: int, end: int, resume: Any) -> bool:

@@ -699,6 +699,11 @@ class SeriesReader:
         """Each tick in record form (see RecordingReader.states)."""
         return self._each(RecordingReader.states)
 
+    def files(self) -> Iterator[RecordingReader]:
+        """The series' files in order, each opened with its header read and none of its ticks
+        (close each); `warning` then says which were left out and why."""
+        return self._segments()
+
     def _each(self, items: Callable[[RecordingReader], Iterator[Any]]) -> Iterator[Any]:
         for r in self._segments():
             yield from items(r)

@@ -89,20 +89,18 @@ def main(argv: list[str]) -> int:
 
 
 def diagnose(files: str | Sequence[str], *, note: TextIO | None = None,
-             summaries: bool = True,
              ) -> tuple[dict[str, Any], Recap, list[Finding], str | None]:
     """(header, recap, findings, warning) of a recording: from the summaries its writer left
     at the end of each file when they stand for its ticks (gputop.diagnose.summary), else by
     reading every tick. Why the ticks are read goes to `note`, in one line."""
-    engine = default_engine()
-    if summaries:
-        from gputop.diagnose.summary import from_summaries
+    from gputop.diagnose.summary import from_summaries  # it builds on this module's Recap
 
-        got = from_summaries(files, engine)
-        if not isinstance(got, str):
-            return got.header, got.recap, got.findings, None
-        if note is not None:
-            print(f"gputop: {printable(got)}: reading the recording tick by tick", file=note)
+    engine = default_engine()
+    got = from_summaries(files, engine)
+    if not isinstance(got, str):
+        return got.header, got.recap, got.findings, None
+    if note is not None:
+        print(f"gputop: {printable(got)}: reading the recording tick by tick", file=note)
     reader = SeriesReader(files)
     recap = Recap()
     for snap in reader:

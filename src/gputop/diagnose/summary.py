@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -93,13 +94,13 @@ class SummaryKeeper:
 # -- reading ---------------------------------------------------------------------------------
 
 
+@dataclass
 class Summarized:
     """A recording read from its summaries."""
 
-    def __init__(self, header: dict[str, Any], recap: Recap, findings: list[Finding]) -> None:
-        self.header = header
-        self.recap = recap
-        self.findings = findings
+    header: dict[str, Any]
+    recap: Recap
+    findings: list[Finding]
 
 
 def from_summaries(files: str | Sequence[str], engine: Engine) -> Summarized | str:
@@ -110,7 +111,7 @@ def from_summaries(files: str | Sequence[str], engine: Engine) -> Summarized | s
     recap = Recap()
     last: Mapping[str, Any] | None = None
     last_name = ""
-    for r in reader._segments():
+    for r in reader.files():
         r.close()
         name = r.path.name
         try:

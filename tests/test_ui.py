@@ -264,12 +264,16 @@ def test_only_the_changed_cells_of_a_line_are_repainted() -> None:
     assert changed_spans(a, b) == [(5, 6)]
     assert changed_spans(a, a) == []
     assert changed_spans(None, a) == [(0, 11)]
-    # Two changes far apart are two runs; close together, one.
-    line = "GPU  97% ▕████▏ 612/700W"
-    far = line.replace("97%", "98%").replace("612", "613")
-    assert changed_spans(Strip([Segment(line)]), Strip([Segment(far)])) == [(6, 7), (18, 19)]
-    near = line.replace("97%", "88%")
-    assert changed_spans(Strip([Segment(line)]), Strip([Segment(near)])) == [(5, 7)]
+    # Two changes far apart are two runs; close together, or in one run of a style, one.
+    def line(util: str, power: str) -> Strip:
+        return Strip([Segment(f"GPU  {util}"), Segment(" ▕████▏ ", Style(dim=True)),
+                      Segment(f"{power}/700W")])
+
+    assert changed_spans(line("97%", "612"), line("98%", "613")) == [(6, 7), (18, 19)]
+    assert changed_spans(line("97%", "612"), line("88%", "612")) == [(5, 7)]
+    plain = Strip([Segment("GPU  97% ▕████▏ 612/700W")])
+    both = Strip([Segment("GPU  98% ▕████▏ 613/700W")])
+    assert changed_spans(plain, both) == [(6, 19)]
     # A style change counts, text or not; a character two cells wide makes it the whole line.
     bold = Strip([Segment("GPU "), Segment("97%", Style(bold=True)), Segment(" ███")])
     assert changed_spans(a, bold) == [(4, 7)]

@@ -17,18 +17,28 @@ from textual.widget import Widget
 
 from gputop.ui import terminal_update
 
-_RICH: dict[tuple[str, Style, str], RichStyle] = {}  # (theme, base, style) -> Rich style
+# Rich styles by theme and base style, then by style text: a line resolves each of its spans
+# with one lookup by a short string.
+_RICH: dict[tuple[str, Style], dict[str, RichStyle]] = {}
 
 
-def _rich(widget: Widget, base: Style, style: str | Style) -> RichStyle:
-    if isinstance(style, Style):
-        return (base + style).rich_style
-    key = (widget.app.theme, base, style)
+def _resolver(widget: Widget, base: Style) -> dict[str, RichStyle]:
+    key = (widget.app.theme, base)
     found = _RICH.get(key)
     if found is None:
-        if len(_RICH) > 4096:  # themes come and go; the set of styles in use is small
+        if len(_RICH) > 256:  # themes come and go; the set of styles in use is small
             _RICH.clear()
-        found = _RICH[key] = (base + widget.app.stylesheet.parse_style(style)).rich_style
+        found = _RICH[key] = {}
+    return found
+
+
+def _rich(widget: Widget, base: Style, style: str | Style,
+          resolved: dict[str, RichStyle]) -> RichStyle:
+    if isinstance(style, Style):
+        return (base + style).rich_style
+    found = resolved.get(style)
+    if found is None:
+        found = resolved[style] = (base + widget.app.stylesheet.parse_style(style)).rich_style
     return found
 
 
@@ -42,6 +52,7 @@ def content_strip(widget: Widget, content: Content, width: int,
     base_style = widget.visual_style if base is None else base
     base_rich = base_style.rich_style
     text, spans = content.plain, content.spans
+    resolved = _resolver(widget, base_style)
     segments: list[Segment] = []
     pos = 0
     for span in spans:
@@ -54,13 +65,24 @@ def content_strip(widget: Widget, content: Content, width: int,
             segments.append(Segment(text[pos:span.start], base_rich))
         if span.end > span.start:
             segments.append(Segment(text[span.start:span.end],
-                                    _rich(widget, base_style, span.style)))
+                                    _rich(widget, base_style, span.style, resolved)))
         pos = span.end
     else:
         if pos < len(text):
             segments.append(Segment(text[pos:], base_rich))
     # Adjacent runs in one style become one segment: each segment costs an escape sequence.
-    return Strip(segments).simplify().adjust_cell_length(width, base_rich)
+    merged: list[Segment] = []
+    for segment in segments:
+        if merged and merged[-1].style == segment.style:
+            merged[-1] = Segment(merged[-1].text + segment.text, segment.style)
+        else:
+            merged.append(segment)
+    length = cell_len(text)
+    if length < width:
+        merged.append(Segment(" " * (width - length), base_rich))
+    elif length > width:
+        return Strip(merged).adjust_cell_length(width, base_rich)
+    return Strip(merged, width)
 
 
 # Unchanged cells between two changed runs that are cheaper to send again than to skip: moving
@@ -70,8 +92,9 @@ MERGE_GAP = 8
 
 def changed_spans(old: Strip | None, new: Strip) -> list[tuple[int, int]]:
     """The runs of cells [start, end) where `new` differs from `old` (text or style), left to
-    right; runs closer than MERGE_GAP cells are one. [] when nothing changed; the whole line
-    when the two cannot be compared cell by cell (another width, a character two cells wide)."""
+    right: within a run of one style, from its first changed character to its last; runs closer
+    than MERGE_GAP cells are one. [] when nothing changed; the whole line when the two cannot
+    be compared cell by cell (another width, a character two cells wide)."""
     width = new.cell_length
     whole = [(0, width)] if width else []
     if old is None or old.cell_length != width:
@@ -93,9 +116,13 @@ def changed_spans(old: Strip | None, new: Strip) -> list[tuple[int, int]]:
         if a[i].style != b[j].style:
             _add(dirty, pos, end)
         elif a_text[pos:end] != b_text[pos:end]:
-            for k in range(pos, end):
-                if a_text[k] != b_text[k]:
-                    _add(dirty, k, k + 1)
+            # One run from the first to the last character that differs in this stretch.
+            first, last = pos, end - 1
+            while a_text[first] == b_text[first]:
+                first += 1
+            while a_text[last] == b_text[last]:
+                last -= 1
+            _add(dirty, first, last + 1)
         pos = end
         if pos == a_end and i + 1 < len(a):
             i += 1

@@ -17,8 +17,10 @@ import inspect
 from typing import Any
 
 from rich.cells import cell_len
+from rich.color import ColorSystem
 from rich.console import Console
 from rich.control import Control
+from textual.strip import Strip
 
 try:
     from textual._compositor import ChopsUpdate
@@ -33,6 +35,8 @@ def render_segments(self: Any, console: Console) -> str:
     sequences: list[str] = []
     append = sequences.append
     move_to = Control.move_to
+    render = Strip.render_style
+    color_system = console._color_system or ColorSystem.TRUECOLOR  # as Strip.render does
     chops = self.chops
     chop_ends = self.chop_ends
     last_y = self.spans[-1][0]
@@ -40,32 +44,36 @@ def render_segments(self: Any, console: Console) -> str:
         for end, (x, strip) in zip(chop_ends[y], chops[y].items()):
             if strip is None or x > x2 or end <= x1:
                 continue
-            start = x
-            if x < x1:
-                start = _first_cell(strip, x, x1)
-            if start == x and end <= x2:
+            if x >= x1 and end <= x2:  # the whole chop: its rendering is cached
                 append(move_to(x, y).segment.text)
                 append(strip.render(console))
                 continue
-            strip = strip.crop(start - x, min(end, x2) - x)
-            append(move_to(start, y).segment.text)
-            append(strip.render(console))
+            # The segments over [x1, x2), cut at cell edges; a segment with characters two
+            # cells wide is written whole (its cells beyond the span are current too).
+            stop = min(end, x2)
+            pos = x
+            moved = False
+            for text, style, _ in strip:
+                width = cell_len(text)
+                seg_end = pos + width
+                if seg_end <= x1:
+                    pos = seg_end
+                    continue
+                if pos >= stop:
+                    break
+                if width == len(text):
+                    left = max(pos, x1)
+                    text = text[left - pos: min(seg_end, stop) - pos]
+                else:
+                    left = pos
+                if not moved:
+                    append(move_to(left, y).segment.text)
+                    moved = True
+                append(text if style is None else render(style, text, color_system))
+                pos = seg_end
         if y != last_y:
             append("\n")
     return "".join(sequences)
-
-
-def _first_cell(strip: Any, x: int, x1: int) -> int:
-    """Where to start writing `strip` (placed at column `x`) to cover column `x1`: `x1` itself,
-    or the start of the segment holding it when that segment has wide characters."""
-    pos = x
-    for segment in strip:
-        text = segment.text
-        width = cell_len(text)
-        if pos + width > x1:
-            return x1 if width == len(text) else pos
-        pos += width
-    return x
 
 
 def install() -> bool:

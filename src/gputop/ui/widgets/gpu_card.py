@@ -208,6 +208,7 @@ class GpuCard(Widget):
         self._legend: Content | None = None
         self._title: Content | None = None
         self._strips: dict[int, Strip] = {}  # rendered lines, dropped when they change
+        self._parts: dict[int, tuple[Content, Strip, str, Strip]] = {}  # see _make_strip
         self._style_cache: list[tuple[RichStyle, RichStyle]] = []
         self.border_title = Content(f"{index}")
 
@@ -215,6 +216,7 @@ class GpuCard(Widget):
         super().notify_style_update()
         self._style_cache = []
         self._strips.clear()
+        self._parts.clear()
         # Redrawn now, so that the next tick finds what is on screen and repaints the cells
         # that change, not whole lines (style updates are rare: mount, theme, selection).
         self.refresh()
@@ -243,8 +245,8 @@ class GpuCard(Widget):
                 worst = found[0].severity if found else None
                 self.set_class(worst == "warning", "-warning")
                 self.set_class(worst == "critical", "-critical")
-            self._set_title()
-            self._set_legend()
+            self._set_title(width)
+            self._set_legend(width)
             if slow or was_lost or d.lost is not None:
                 lines = self._build_lines(d)
             else:  # the temperature and clock lines wait for a slow tick
@@ -259,21 +261,21 @@ class GpuCard(Widget):
                 changed.append(y)
         self._lines = lines
         self._graphs = graphs
+        regions: list[Region] = []
         for y in changed:
-            self._repaint_line(y, width)
+            regions += self._changed_cells(y, width)
+        if regions:
+            self.refresh(*regions)  # one call a tick: each one costs Textual some bookkeeping
 
-    def _repaint_line(self, y: int, width: int) -> None:
-        """Draw line `y` now and repaint only the cells that differ from the screen."""
+    def _changed_cells(self, y: int, width: int) -> list[Region]:
+        """Draw line `y` now; the cells that differ from the screen."""
         old = self._strips.get(y)
         if not self.is_mounted or not width or old is None:
             self._strips.pop(y, None)
-            self.refresh(Region(0, y, max(1, width), 1))
-            return
+            return [Region(0, y, max(1, width), 1)]
         new = self._make_strip(y, width)
         self._strips[y] = new
-        spans = changed_spans(old, new)
-        if spans:
-            self.refresh(*(Region(x1, y, x2 - x1, 1) for x1, x2 in spans))
+        return [Region(x1, y, x2 - x1, 1) for x1, x2 in changed_spans(old, new)]
 
     def _graph(self, y: int, width: int) -> str:
         """History line `y` as text. One new value per tick: shift the last text by one cell
@@ -320,11 +322,22 @@ class GpuCard(Widget):
             return Strip.blank(width, self.visual_style.rich_style)
         if y >= len(HISTORIES) or width <= METER_WIDTH + 2:
             return content_strip(self, self._lines[y], width)
-        meter = content_strip(self, self._lines[y], METER_WIDTH + 1)
-        text = self._graph(y, width)
-        bar, gap = self._history_styles()[y]
-        segments = [Segment(run, gap if run[0] == GAP else bar) for run in gap_runs(text)]
-        return Strip.join([meter, Strip(segments, len(text))])
+        # A line is repainted when its meter or its graph changed, mostly not both: the part
+        # that did not change is reused.
+        line, text = self._lines[y], self._graph(y, width)
+        last = self._parts.get(y)
+        if last is not None and same(last[0], line):
+            meter = last[1]
+        else:
+            meter = content_strip(self, line, METER_WIDTH + 1)
+        if last is not None and last[2] == text:
+            graph = last[3]
+        else:
+            bar, gap = self._history_styles()[y]
+            graph = Strip([Segment(run, gap if run[0] == GAP else bar)
+                           for run in gap_runs(text)], len(text))
+        self._parts[y] = (line, meter, text, graph)
+        return Strip.join([meter, graph])
 
     def _history_styles(self) -> list[tuple[RichStyle, RichStyle]]:
         # Looking a component style up walks the DOM: done once per style change (which
@@ -341,10 +354,10 @@ class GpuCard(Widget):
     def select(self, selected: bool) -> None:
         self.set_class(selected, "-selected")
 
-    def _set_title(self) -> None:
+    def _set_title(self, width: int) -> None:
         if self._sample is None:
             return
-        width = self.size.width or 60
+        width = width or 60
         key = (self._sample.index, self._sample.name, tuple(self._badges), width)
         if key != self._title_key:
             self._title_key = key
@@ -352,11 +365,10 @@ class GpuCard(Widget):
             with self._repainting_border(-1, self._title, new):
                 self._title = self.border_title = new
 
-    def _set_legend(self) -> None:
+    def _set_legend(self, width: int) -> None:
         """The split's parts in words on the bottom border, or nothing without a split."""
         split = self._split if self._sample is not None and self._sample.lost is None else None
-        legend = (None if split is None else
-                  memory.legend(split, max(8, (self.size.width or 60) - 4)))
+        legend = (None if split is None else memory.legend(split, max(8, (width or 60) - 4)))
         if not same(legend, self._legend):
             with self._repainting_border(CARD_HEIGHT - 2, self._legend, legend):
                 self._legend = self.border_subtitle = legend
@@ -389,9 +401,10 @@ class GpuCard(Widget):
     def on_resize(self) -> None:
         # The lines drawn at the new size are kept (a strip of another width is drawn again):
         # Textual painted them before this event arrived, and will not paint them again.
-        self._graphs = [self._graph(y, self.size.width) for y in range(len(HISTORIES))]
-        self._set_title()
-        self._set_legend()
+        width = self.size.width
+        self._graphs = [self._graph(y, width) for y in range(len(HISTORIES))]
+        self._set_title(width)
+        self._set_legend(width)
 
     def on_click(self, event: Click) -> None:
         self.post_message(self.Clicked(self.index, event.chain))

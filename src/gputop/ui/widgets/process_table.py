@@ -130,9 +130,12 @@ class ProcessTable(ScrollView, can_focus=True):
             self.virtual_size = Size(self.size.width, len(self.rows) + 1)
             self.refresh()
         else:
+            regions: list[Region] = []
             for i, r in enumerate(self.rows):
                 if r.key != old_keys[i] or self._cells[i] != old_cells[i]:
-                    self._repaint_row(i)
+                    regions += self._changed_cells(i)
+            if regions:
+                self.refresh(*regions)
         self._scroll_to_cursor()
 
     def set_sort(self, column: str, reverse: bool) -> None:
@@ -236,18 +239,17 @@ class ProcessTable(ScrollView, can_focus=True):
         if 1 <= y < self.size.height:
             self.refresh(Region(0, y, self.scrollable_content_region.width, 1))
 
-    def _repaint_row(self, i: int) -> None:
-        """Row `i` has new text: repaint the cells that changed (a CPU % or a size), not the
-        row. A row not on screen is drawn when it scrolls in."""
-        old = self._strips.get(i)
+    def _changed_cells(self, i: int) -> list[Region]:
+        """Row `i` has new text: the cells that changed (a CPU % or a size), not the row. A row
+        not on screen is drawn when it scrolls in."""
+        old = self._strips.pop(i, None)
         y = i - int(self.scroll_y) + 1
-        if old is None or not 1 <= y < self.size.height:
-            self._refresh_row(i)
-            return
+        if not 1 <= y < self.size.height:
+            return []
+        if old is None:
+            return [Region(0, y, self.scrollable_content_region.width, 1)]
         new = self._strips[i] = self._row_strip(i, old.cell_length)
-        spans = changed_spans(old, new)
-        if spans:
-            self.refresh(*(Region(x1, y, x2 - x1, 1) for x1, x2 in spans))
+        return [Region(x1, y, x2 - x1, 1) for x1, x2 in changed_spans(old, new)]
 
     def on_resize(self, event: Resize) -> None:
         narrow = event.size.width < NARROW_WIDTH

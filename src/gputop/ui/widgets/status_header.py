@@ -127,6 +127,8 @@ class StatusHeader(TextLine):
         self._snapshot: Snapshot | None = None
         self._state = WAITING
         self._started = clock()
+        self._shown_snapshot: Snapshot | None = None  # what the line was last built from
+        self._shown: object = None
 
     def on_mount(self) -> None:
         self.set_interval(1.0, self.tick)
@@ -146,12 +148,24 @@ class StatusHeader(TextLine):
         self.tick()
 
     def tick(self) -> None:
-        """Recompute the line (clock, age); repaint only if it changed."""
+        """Recompute the line (clock, age); repaint only if it changed. Between snapshots only
+        the time-dependent part can change (the data-age badge, a replay's position, the clock
+        while waiting): the rest of the line is rebuilt only when that part moved."""
         now = self._clock()
-        self.set(header_content(self._snapshot, now, self.size.width or 80,
-                                interval=self._interval, state=self._state,
-                                started=self._started, suffix=self._suffix,
-                                position=self._position(now) if self._position else None))
+        width = self.size.width or 80
+        position = self._position(now) if self._position else None
+        moving: object = position
+        if position is None:
+            badge = freshness(self._snapshot, now, self._interval, self._state, self._started)
+            moving = (badge.plain, tuple(badge.spans),
+                      fmt.clock_time(now) if self._snapshot is None else None)
+        key = (width, self._state, moving)
+        if self._snapshot is self._shown_snapshot and key == self._shown:
+            return
+        self._shown_snapshot, self._shown = self._snapshot, key
+        self.set(header_content(self._snapshot, now, width, interval=self._interval,
+                                state=self._state, started=self._started, suffix=self._suffix,
+                                position=position))
 
     def on_resize(self) -> None:
         self.tick()

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from gputop.diagnose import default_engine
 from gputop.diagnose.engine import Engine
 from gputop.diagnose.report import main
 from gputop.diagnose.summary import from_summaries
@@ -26,6 +27,7 @@ from gputop.recording import (
     _footer,
     read_recording,
     read_summary,
+    summary_place,
     to_record,
 )
 from gputop.recording_index import RecordingIndex
@@ -139,6 +141,34 @@ def test_a_recording_killed_mid_write_is_read_tick_by_tick_and_finds_the_same(
     assert (doc["ticks"], doc["findings"], doc["devices"]) == (
         want["ticks"], want["findings"], want["devices"])
     killed.close()
+
+
+def test_a_run_in_segments_killed_in_its_last_file_reads_only_that_file_tick_by_tick(
+        tmp_path: Path, demo: list[Any]) -> None:
+    (tmp_path / "a").mkdir()
+    w = RecordingWriter(tmp_path / "a" / "run.gputop", max_bytes=450_000)
+    for s in demo:
+        w.write(s)  # and never closed, as after SIGKILL
+    files = w.segments
+    assert len(files) >= 3 and all(summary_place(f) for f in files[:-1])
+    assert summary_place(files[-1]) is None
+    old = [without_summary(f, tmp_path / "b" / f.name) for f in files[:-1]]
+    old.append(tmp_path / "b" / files[-1].name)
+    old[-1].write_bytes(files[-1].read_bytes())
+    (tmp_path / "html").mkdir()
+    got, got_page, err = report([files[0]], "--json", tmp=tmp_path / "html")
+    assert err.splitlines()[0] == (
+        f"gputop: {files[-1].name} has no summary (it was cut short, is still being written, "
+        "or was written by an older gputop): reading its ticks")
+    want, want_page, why = report([old[0]], "--json", tmp=tmp_path / "html")
+    assert why.splitlines()[0].endswith(NOTE.strip())
+    assert got == want and got_page == want_page
+    doc = json.loads(got)
+    assert doc["ticks"] == 600 and "end marker" in doc["warning"]
+    # A finding open when the file before ended goes on in the last one: one finding.
+    boundary = read_summary(files[-2])["recap"]["end"]
+    assert any(f["start"] < boundary < (f["end"] or doc["end"]) for f in doc["findings"])
+    w.close()
 
 
 def test_with_the_first_files_deleted_the_rest_is_read_tick_by_tick(
@@ -273,3 +303,18 @@ def test_a_gzip_member_that_ends_at_a_read_boundary_is_read_on_from(
     path.write_bytes(one + member(tick(snaps[1])))
     r = RecordingReader(path)
     assert list(r) == snaps and r.warning is None
+
+
+def test_an_engine_taken_up_from_its_saved_state_goes_on_as_if_it_never_stopped(
+        demo: list[Any]) -> None:
+    whole = default_engine().run(demo)
+    first = default_engine()
+    for s in demo[:250]:  # in the starved phase: findings open and pending
+        first.update(s)
+    state = json.loads(json.dumps(first.state()))  # as a summary keeps it
+    assert state["tracks"] and state["window_from"] == demo[0].time  # a 10-minute window
+    second = default_engine()
+    second.restore(state, [s for s in demo[:250] if s.time >= state["window_from"]])
+    assert second.run(demo[250:]) == whole
+    with pytest.raises(IndexError):
+        default_engine().restore({**state, "running": [99]}, [])

@@ -54,6 +54,17 @@ class Finding:
                 "start": self.since, "end": self.until, "title": self.title, "cause": self.cause,
                 "fix": self.fix, "evidence": dict(self.evidence)}
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Finding:
+        """The Finding `to_dict` gave; TypeError or KeyError for anything else."""
+        since, until = d["start"], d["end"]
+        if not _time(since) or not (until is None or _time(until)):
+            raise TypeError("a finding's start or end that is not a time")
+        return cls(id=_text(d["id"]), severity=_text(d["severity"]), device=_id(d["device"]),
+                   pid=_id(d["pid"]), title=_text(d["title"]), since=since, until=until,
+                   evidence=_evidence(d["evidence"]), cause=_text(d["cause"]),
+                   fix=_text(d["fix"]))
+
 
 @dataclass(frozen=True)
 class Condition:
@@ -78,6 +89,21 @@ class Condition:
     @property
     def key(self) -> tuple[str, int | None, int | None]:
         return (self.id, self.device, self.pid)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "severity": self.severity, "title": self.title,
+                "cause": self.cause, "fix": self.fix, "device": self.device, "pid": self.pid,
+                "evidence": dict(self.evidence), "for_s": self.for_s, "score": self.score}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Condition:
+        for_s, score = d["for_s"], d["score"]
+        if not (for_s is None or _time(for_s)) or not _time(score):
+            raise TypeError("a condition's duration or score that is not a number")
+        return cls(id=_text(d["id"]), severity=_text(d["severity"]), title=_text(d["title"]),
+                   cause=_text(d["cause"]), fix=_text(d["fix"]), device=_id(d["device"]),
+                   pid=_id(d["pid"]), evidence=_evidence(d["evidence"]), for_s=for_s,
+                   score=score)
 
 
 Check = Callable[[Sequence[Snapshot]], Iterable[Condition]]
@@ -127,6 +153,7 @@ class Engine:
 
             diagnostics = BUILTIN
         self.diagnostics = list(diagnostics)
+        self._all = tuple(self.diagnostics)  # as given: what a saved state refers to
         self.notes: list[str] = [f"{name}: {msg}" for name, msg in broken]
         self._broken_pending = list(broken)  # reported as findings at the first snapshot
         self._span = max((d.window_s for d in self.diagnostics), default=0.0)
@@ -192,6 +219,58 @@ class Engine:
         return sorted([*self._closed, *self._notices, *ending, *still],
                       key=lambda f: (f.since, _order(f)))
 
+    # -- going on from a saved state ---------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        """What the engine knows besides its window of Snapshots, as JSON: with the Snapshots
+        from `window_from` on, `restore` makes an engine of the same diagnostics go on exactly
+        as this one would. Diagnostics are named by their place in the list it was given."""
+        place = {d: i for i, d in enumerate(self._all)}
+        return {
+            "window_from": self._window.times[0] if self._window.times else None,
+            "running": [place[d] for d in self.diagnostics],
+            "notes": list(self.notes),
+            "broken_pending": [list(b) for b in self._broken_pending],
+            "notices": [f.to_dict() for f in self._notices],
+            "closed": [f.to_dict() for f in self._closed],
+            "ran": [[place[d], t] for d, t in self._ran.items()],
+            "tracks": [[place[d], list(key), t.pending_since, t.false_since,
+                        None if t.best is None else t.best.to_dict(),
+                        None if t.finding is None else t.finding.to_dict()]
+                       for (d, key), t in self._tracks.items()],
+        }
+
+    def restore(self, state: Mapping[str, Any], window: Iterable[Snapshot]) -> None:
+        """Takes up a `state()` of an engine of the same diagnostics, with the Snapshots it
+        held (those from its `window_from` on, oldest first). A state that does not fit raises
+        KeyError, TypeError, ValueError or IndexError, and leaves this engine as it was."""
+        every = self._all
+
+        def track(i: int, key: list[Any], pending: Any, false_since: Any, best: Any,
+                  finding: Any) -> tuple[tuple[Diagnostic, Any], _Track]:
+            if not (pending is None or _time(pending)) or not (
+                    false_since is None or _time(false_since)):
+                raise TypeError("a condition's times that are not times")
+            k = (_text(key[0]), _id(key[1]), _id(key[2]))
+            return (every[i], k), _Track(
+                pending, false_since, None if best is None else Condition.from_dict(best),
+                None if finding is None else Finding.from_dict(finding))
+
+        running = [every[i] for i in state["running"]]
+        notes = [_text(n) for n in state["notes"]]
+        pending = [(_text(a), _text(b)) for a, b in state["broken_pending"]]
+        notices = [Finding.from_dict(f) for f in state["notices"]]
+        closed = [Finding.from_dict(f) for f in state["closed"]]
+        ran = {every[i]: float(t) for i, t in state["ran"]}
+        tracks = dict(track(*t) for t in state["tracks"])
+        history = History()
+        for snap in window:
+            if not history.times or snap.time > history.times[-1]:  # as `update` takes them
+                history.append(snap)
+        self.diagnostics, self.notes, self._broken_pending = running, notes, pending
+        self._notices, self._closed, self._ran, self._tracks = notices, closed, ran, tracks
+        self._window = history
+
     # -- the state machine -------------------------------------------------------------------
 
     def _apply(self, diag: Diagnostic, conds: list[Condition], now: float) -> None:
@@ -250,6 +329,28 @@ def _finding(c: Condition | None, since: float) -> Finding:
     evidence = {k: float(v) for k, v in c.evidence.items() if _number(v)}
     return Finding(id=c.id, severity=c.severity, device=c.device, pid=c.pid, title=c.title,
                    since=since, until=None, evidence=evidence, cause=c.cause, fix=c.fix)
+
+
+def _time(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _text(v: object) -> str:
+    if not isinstance(v, str):
+        raise TypeError(f"{type(v).__name__} where text was expected")
+    return v
+
+
+def _id(v: object) -> int | None:
+    if v is not None and (not isinstance(v, int) or isinstance(v, bool)):
+        raise TypeError(f"{type(v).__name__} where a GPU index or PID was expected")
+    return v
+
+
+def _evidence(v: object) -> dict[str, float]:
+    if not isinstance(v, dict):
+        raise TypeError("evidence that is not an object")
+    return {_text(k): x for k, x in v.items() if _time(x)}
 
 
 def _number(v: object) -> bool:

@@ -28,7 +28,7 @@ from gputop.diagnose.engine import Finding
 from gputop.diagnose.window import number
 from gputop.errors import GputopError
 from gputop.model import THROTTLE, DeviceSample, Missing, Snapshot
-from gputop.recording import SeriesReader
+from gputop.recording import RecordingReader, SeriesReader
 from gputop.safetext import printable
 
 STARVED_ID = "loader.starvation"
@@ -97,16 +97,23 @@ def diagnose(files: str | Sequence[str], *, note: TextIO | None = None,
 
     engine = default_engine()
     got = from_summaries(files, engine)
-    if not isinstance(got, str):
+    if not isinstance(got, str) and got.rest is None:
         return got.header, got.recap, got.findings, None
+    reader: SeriesReader | RecordingReader
+    if isinstance(got, str):
+        why, reader = f"{got}: reading the recording tick by tick", SeriesReader(files)
+        header, recap = reader.header, Recap()
+    else:  # the files before the last had summaries: the engine goes on from where they end
+        why, reader = f"{got.why}: reading its ticks", RecordingReader(got.rest)
+        header, recap = got.header, got.recap
     if note is not None:
-        print(f"gputop: {printable(got)}: reading the recording tick by tick", file=note)
-    reader = SeriesReader(files)
-    recap = Recap()
+        print(f"gputop: {printable(why)}", file=note)
+    rest = Recap()
     for snap in reader:
         engine.update(snap)
-        recap.add(snap)
-    return reader.header, recap, engine.timeline(), reader.warning
+        rest.add(snap)
+    recap.merge(rest)
+    return header, recap, engine.timeline(), reader.warning
 
 
 # -- per-GPU summary -------------------------------------------------------------------------

@@ -24,7 +24,9 @@ from gputop.diagnose import default_engine
 from gputop.diagnose.engine import Engine, Finding
 from gputop.diagnose.report import Recap
 from gputop.errors import RecordingError
+from gputop.model import Snapshot
 from gputop.recording import SeriesReader, SnapshotDecoder, apply, read_summary
+from gputop.recording_index import RecordingIndex
 
 # Besides each diagnostic's own module, what decides what the diagnostics find.
 _ENGINE_MODULES = ("gputop.diagnose.engine", "gputop.diagnose.window", "gputop.model")
@@ -85,7 +87,8 @@ class SummaryKeeper:
             self._first_segment = segment
         return {"signature": self.signature, "series": series, "segment": segment,
                 "diagnosed_from": self._first_segment, "recap": self.recap.to_json(),
-                "findings": [f.to_dict() for f in self.engine.timeline()]}
+                "findings": [f.to_dict() for f in self.engine.timeline()],
+                "engine": self.engine.state()}
 
     def next_file(self) -> None:
         self.recap = Recap()
@@ -96,11 +99,15 @@ class SummaryKeeper:
 
 @dataclass
 class Summarized:
-    """A recording read from its summaries."""
+    """A recording read from its summaries. When its last file has none (a run killed or still
+    going), `rest` is that file: `engine` was brought to where the file before it ends, and
+    reading `rest`'s ticks gives the rest of the recap and the findings."""
 
     header: dict[str, Any]
     recap: Recap
     findings: list[Finding]
+    rest: Path | None = None
+    why: str = ""  # why `rest` is read tick by tick
 
 
 def from_summaries(files: str | Sequence[str], engine: Engine) -> Summarized | str:
@@ -110,13 +117,16 @@ def from_summaries(files: str | Sequence[str], engine: Engine) -> Summarized | s
     sig = signature(engine)
     recap = Recap()
     last: Mapping[str, Any] | None = None
-    last_name = ""
-    for r in reader.files():
+    done: list[Path] = []  # the files read from their summaries
+    opened = list(reader.files())
+    for n, r in enumerate(opened):
         r.close()
         name = r.path.name
         try:
             s = read_summary(r.path)
         except RecordingError as e:
+            if n == len(opened) - 1 and last is not None:
+                return _carry_on(reader, recap, last, done, r.path, engine, str(e))
             return str(e)
         if s.get("signature") != sig:
             return f"{name} was diagnosed by other rules (gputop {_version(s)})"
@@ -130,41 +140,52 @@ def from_summaries(files: str | Sequence[str], engine: Engine) -> Summarized | s
             recap.merge(Recap.from_json(s["recap"]))
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             return f"{name}'s summary is damaged ({type(e).__name__}: {e})"
-        last, last_name = s, name
+        last = s
+        done.append(r.path)
     if reader.warning:
         return reader.warning
     if last is None:
         return "no file has a summary"
     try:
-        findings = [_finding(f) for f in last["findings"]]
+        findings = [Finding.from_dict(f) for f in last["findings"]]
     except (KeyError, TypeError, ValueError, AttributeError) as e:
-        return f"{last_name}'s summary findings are damaged ({type(e).__name__}: {e})"
+        return f"{done[-1].name}'s summary findings are damaged ({type(e).__name__}: {e})"
     return Summarized(reader.header, recap, findings)
+
+
+def _carry_on(reader: SeriesReader, recap: Recap, last: Mapping[str, Any],
+              before: list[Path], rest: Path, engine: Engine, why: str) -> Summarized | str:
+    """Brings `engine` to the end of the files `before` (the last one's summary holds its state;
+    the ticks of its window are read back from the end of those files), for a last file `rest`
+    without a summary to be read tick by tick."""
+    if reader.warning:
+        return reader.warning
+    name = before[-1].name
+    try:
+        state = last["engine"]
+        start = state["window_from"]
+        window: list[Snapshot] = []
+        for path in reversed(before if start is not None else []):
+            with RecordingIndex(path) as index:
+                ticks = index.reader()
+                try:
+                    window[:0] = [ticks.snapshot(i)
+                                  for i in range(index.tick_at(start), index.ticks)
+                                  if index.time(i) >= start]
+                finally:
+                    ticks.close()
+                if index.ticks and index.times[0] <= start:
+                    break
+        engine.restore(state, window)
+    except (RecordingError, KeyError, TypeError, ValueError, IndexError,
+            AttributeError) as e:
+        return f"{why}, and {name}'s summary cannot be taken up ({type(e).__name__}: {e})"
+    return Summarized(reader.header, recap, [], rest=rest, why=why)
 
 
 def _version(s: Mapping[str, Any]) -> str:
     sig = s.get("signature")
     return str(sig.get("gputop", "?")) if isinstance(sig, dict) else "?"
-
-
-def _finding(d: Mapping[str, Any]) -> Finding:
-    evidence = d["evidence"]
-    if not isinstance(evidence, dict):
-        raise TypeError("evidence that is not an object")
-    for k in ("id", "severity", "title", "cause", "fix"):
-        if not isinstance(d[k], str):
-            raise TypeError(f"a finding's {k} that is not text")
-    for k in ("device", "pid"):
-        if d[k] is not None and not isinstance(d[k], int):
-            raise TypeError(f"a finding's {k} that is not a number")
-    since, until = d["start"], d["end"]
-    if not isinstance(since, (int, float)) or not (until is None
-                                                   or isinstance(until, (int, float))):
-        raise TypeError("a finding's start or end that is not a time")
-    return Finding(id=d["id"], severity=d["severity"], device=d["device"], pid=d["pid"],
-                   title=d["title"], since=since, until=until,
-                   evidence={str(k): float(v) for k, v in evidence.items()},
-                   cause=d["cause"], fix=d["fix"])
 
 
 __all__ = ["Summarized", "SummaryKeeper", "from_summaries", "signature"]

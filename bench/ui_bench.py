@@ -9,6 +9,11 @@ terminal (tmux), lets it warm up, then measures for `--seconds`:
     python bench/ui_bench.py                        # 120x40, 1 s ticks, 30 s
     python bench/ui_bench.py --size 80x24 --seconds 60
     python bench/ui_bench.py --recording my-run.jsonl.gz
+    python bench/ui_bench.py --diagnose             # with the diagnostics, as `gputop` runs
+    python bench/ui_bench.py --floor                # Textual alone: one line changed a tick
+
+`--floor` runs a Textual app that shows one line and changes it every tick, in the same
+terminal: what any Textual dashboard costs before it draws anything of its own.
 
 Without tmux (`--headless`) only CPU is measured, with Textual's headless driver.
 """
@@ -24,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -36,17 +42,49 @@ def default_recording() -> Path:
     return demo_path()
 
 
+def floor_app(interval: float) -> Any:
+    """A Textual app that shows one line and changes it every `interval` seconds."""
+    from textual.app import App, ComposeResult
+    from textual.widgets import Static
+
+    class Floor(App[None]):
+        BINDINGS = [("q", "quit", "Quit")]
+
+        def compose(self) -> ComposeResult:
+            yield Static("", id="line")
+
+        def on_mount(self) -> None:
+            self.animation_level = "none"
+            self.set_interval(interval, self.tick)
+
+        def tick(self) -> None:
+            self.query_one("#line", Static).update(f"tick at {time.time():.3f}")
+
+    return Floor()
+
+
 def child(args: argparse.Namespace) -> None:
     """The app under test, fed by the recording at `args.interval`."""
     from gputop.recording import read_recording
     from gputop.replay import RecordingFeed
     from gputop.ui.app import GputopApp
 
+    if args.floor:
+        app = floor_app(args.interval)
+        app.run(headless=args.headless, size=args.size if args.headless else None,
+                mouse=False)
+        return
     # Decoded before the run: the UI's cost is measured, not the recording's decoding (a live
     # run polls NVML in a thread instead).
-    feed = RecordingFeed(read_recording(args.recording).snapshots)
+    feed: Any = RecordingFeed(read_recording(args.recording).snapshots)
     feed.skip(args.skip)
+    if args.diagnose:
+        from gputop.cli import with_diagnostics
+
+        feed = with_diagnostics(feed)
     app = GputopApp(feed, interval=args.interval, mouse=False, title_suffix=" (bench)")
+    if args.diagnose:
+        feed.listener = app.set_findings
     if args.headless:
         app.run(headless=True, size=args.size, mouse=False)
     else:
@@ -87,7 +125,8 @@ def measure_tmux(args: argparse.Namespace) -> dict[str, float]:
         out = Path(tmp) / "tty.out"
         out.touch()
         cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--skip", str(args.skip),
-               "--recording", str(args.recording), "--interval", str(args.interval)]
+               "--recording", str(args.recording), "--interval", str(args.interval),
+               *_modes(args)]
         env = f"COLORTERM={'truecolor' if args.truecolor else ''}"
         _tmux(sock, "new-session", "-d", "-x", str(width), "-y", str(height), "-s", "bench",
               f"env {env} {shlex.join(cmd)}")
@@ -116,7 +155,7 @@ def measure_headless(args: argparse.Namespace) -> dict[str, float]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--headless",
            "--skip", str(args.skip),
            "--recording", str(args.recording), "--interval", str(args.interval),
-           "--size", f"{args.size[0]}x{args.size[1]}"]
+           "--size", f"{args.size[0]}x{args.size[1]}", *_modes(args)]
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
@@ -129,6 +168,10 @@ def measure_headless(args: argparse.Namespace) -> dict[str, float]:
         proc.terminate()
         proc.wait(5)
     return {"cpu_percent": 100 * (cpu1 - cpu0) / (t1 - t0)}
+
+
+def _modes(args: argparse.Namespace) -> list[str]:
+    return [flag for flag, on in (("--diagnose", args.diagnose), ("--floor", args.floor)) if on]
 
 
 def _size(text: str) -> tuple[int, int]:
@@ -148,6 +191,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="ticks of the recording to skip (default 30: past the demo's warm-up)")
     ap.add_argument("--truecolor", action="store_true", help="advertise 24-bit colour")
     ap.add_argument("--headless", action="store_true", help="no tmux: CPU only")
+    ap.add_argument("--diagnose", action="store_true",
+                    help="run the diagnostics over every tick, as the live dashboard does")
+    ap.add_argument("--floor", action="store_true",
+                    help="instead of gputop, a Textual app that changes one line a tick")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     args.recording = args.recording or default_recording()
@@ -159,7 +206,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     result = measure_headless(args) if args.headless else measure_tmux(args)
     w, h = args.size
-    print(f"gputop dashboard, {w}x{h}, tick {args.interval:g} s, {args.seconds:g} s measured "
+    what = ("Textual floor (one line changed a tick)" if args.floor else
+            f"gputop dashboard{' with diagnostics' if args.diagnose else ''}")
+    print(f"{what}, {w}x{h}, tick {args.interval:g} s, {args.seconds:g} s measured "
           f"({args.recording.name})")
     print(f"  CPU: {result['cpu_percent']:.2f} % of one core")
     if "bytes_per_tick" in result:

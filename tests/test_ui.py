@@ -501,6 +501,32 @@ async def test_findings_panel_appears_only_with_findings() -> None:
         assert panel.region.height == 0
 
 
+async def test_a_finding_whose_figure_moves_repaints_without_a_layout() -> None:
+    """Starvation findings say "47.2 % of step time" and the figure moves every tick: the
+    panel repaints, the screen is not laid out again (its height is one line a finding)."""
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await show(app, pilot, [node(0)])
+        panel = app.dashboard.findings
+        app.set_findings([Finding("warning", "GPU0 starved", "47.2 % of step time waiting")])
+        await pilot.pause()
+        layouts: list[bool] = []
+        original = panel.refresh
+
+        def spy(*regions: Any, layout: bool = False, **kw: Any) -> Any:
+            layouts.append(layout)
+            return original(*regions, layout=layout, **kw)
+
+        panel.refresh = spy  # type: ignore[method-assign]
+        app.set_findings([Finding("warning", "GPU0 starved", "47.9 % of step time waiting")])
+        await pilot.pause()
+        assert "47.9 %" in screen_text(app) and layouts and not any(layouts)
+        app.set_findings([Finding("warning", "GPU0 starved", "48.1 % of step time waiting"),
+                          Finding("warning", "GPU1 starved", "47.0 % of step time waiting")])
+        await pilot.pause()
+        assert any(layouts) and "Findings (2)" in screen_text(app)
+
+
 async def test_troubled_gpus_carry_words_not_only_colours() -> None:
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:

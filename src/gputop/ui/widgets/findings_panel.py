@@ -65,7 +65,11 @@ class FindingsPanel(Static):
         self.findings = found
         if key == self._shown:
             return
+        # One line a finding: while their number stays, so does the panel's height, and a new
+        # figure in a finding repaints the panel without laying out the screen again.
+        resized = len(key) != len(self._shown)
         self._shown = key
-        self.border_title = Content(f"Findings ({len(found)})")
-        self.update(Content("\n").join(finding_line(f) for f in found))
+        if resized:
+            self.border_title = Content(f"Findings ({len(found)})")
+        self.update(Content("\n").join(finding_line(f) for f in found), layout=resized)
         self.set_class(bool(found), "-shown")

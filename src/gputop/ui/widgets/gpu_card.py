@@ -210,7 +210,7 @@ class GpuCard(Widget):
         self._strips: dict[int, Strip] = {}  # rendered lines, dropped when they change
         self._parts: dict[int, tuple[Content, Strip, str, Strip]] = {}  # see _make_strip
         self._style_cache: list[tuple[RichStyle, RichStyle]] = []
-        self.border_title = Content(f"{index}")
+        self._title = self.border_title = Content(f"{index}")
 
     def notify_style_update(self) -> None:
         super().notify_style_update()

@@ -44,8 +44,8 @@ class Shot:
 # finding opens after its 2 min `for`), GPU 5 running hot and straggling (450-560), GPU 2's memory
 # growing at the end. The diagnostics engine runs over every tick up to the shot, as it does live.
 SHOTS = (
-    Shot("dashboard-120x40", (120, 40), 530),
-    Shot("dashboard-80x24", (80, 24), 530),
+    Shot("dashboard-120x40", (120, 40), 515),
+    Shot("dashboard-80x24", (80, 24), 515),
     Shot("detail-120x40", (120, 40), 500, ("tab", *["right"] * 5, "d")),
     Shot("topology-120x40", (120, 40), 530, ("t",)),
     Shot("starved-workers-120x50", (120, 50), 300, ("s",) * 6 + ("e",)),

@@ -4,17 +4,21 @@ Snapshot is on screen, and before the Findings are those of that moment.
     python bench/replay_bench.py                    # a 24 h, 8-GPU recording; diagnoses 1 h of it
     python bench/replay_bench.py --hours 6 --diagnose-hours 6
     python bench/replay_bench.py --keep /tmp/day.gputop    # reuse the generated file next time
+    python bench/replay_bench.py --segments 12      # the same day in 12 files, as --record-max-size
 
 The recording is the bundled demo (600 ticks of 8x H100, one a second) repeated and moved on in
 time until it lasts `--hours`, written the way `gputop --record` writes (a keyframe every 300
 ticks, the stream flushed after every tick). Findings at a tick need the engine to have seen
 every tick before it once; that first pass is timed over `--diagnose-hours` and extrapolated to
-the middle and the end of the recording (the figures say when they are extrapolated)."""
+the middle and the end of the recording (the figures say when they are extrapolated). With
+`--segments N` the recording is N files of a series, each starting at a keyframe, replayed as
+one run as `gputop replay` does."""
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import os
 import random
 import re
@@ -27,28 +31,47 @@ from pathlib import Path
 
 from gputop.diagnose import default_engine
 from gputop.recording import COMPRESSION_LEVEL
-from gputop.recording_index import RecordingIndex
 from gputop.replay import demo_path
 from gputop.replay_control import FindingsTimeline, ReplayFeed, parse_seek
+from gputop.series_index import SeriesIndex
 
 _TIME = re.compile(rb'"time":(-?[0-9][0-9.eE+-]*)')
 
 
-def make_recording(path: Path, hours: float) -> int:
-    """Writes the demo repeated for `hours`; returns the number of ticks."""
-    header, *ticks = gzip.decompress(demo_path().read_bytes()).split(b"\n")[:-1]
+def make_recording(path: Path, hours: float, segments: int = 1) -> int:
+    """Writes the demo repeated for `hours`, in `segments` files; returns the number of ticks."""
+    header, *lines = gzip.decompress(demo_path().read_bytes()).split(b"\n")[:-1]
+    ticks = [line for line in lines if line.startswith((b'{"k"', b'{"d"'))]  # not the summary
     n = int(hours * 3600)
-    z = zlib.compressobj(COMPRESSION_LEVEL, zlib.DEFLATED, 31)
-    with path.open("wb") as f:
-        f.write(z.compress(header + b"\n") + z.flush(zlib.Z_SYNC_FLUSH))
+    per_file = -(-n // segments)
+    f, z, segment = None, None, -1
+    try:
         for i in range(n):
             line = ticks[i % len(ticks)]
+            if f is None or (segment < segments - 1 and i >= (segment + 1) * per_file
+                             and line.startswith(b'{"k"')):  # a file starts at a keyframe
+                if f is not None and z is not None:
+                    f.write(z.flush(zlib.Z_FINISH))
+                    f.close()
+                segment += 1
+                f = path.with_name(f"{path.name}.{segment}" if segment else path.name).open("wb")
+                z = zlib.compressobj(COMPRESSION_LEVEL, zlib.DEFLATED, 31)
+                head = json.loads(header)
+                if segments > 1:
+                    head.update(series="bench", segment=segment)
+                f.write(z.compress(json.dumps(head).encode() + b"\n")
+                        + z.flush(zlib.Z_SYNC_FLUSH))
+            assert z is not None
             m = _TIME.search(line)
             assert m is not None
             t = float(m.group(1)) + (i // len(ticks)) * len(ticks)  # one tick a second
             line = line[:m.start(1)] + repr(round(t, 3)).encode() + line[m.end(1):]
             f.write(z.compress(line + b"\n") + z.flush(zlib.Z_SYNC_FLUSH))
-        f.write(z.flush(zlib.Z_FINISH))
+        if f is not None and z is not None:
+            f.write(z.flush(zlib.Z_FINISH))
+    finally:
+        if f is not None:
+            f.close()
     return n
 
 
@@ -72,6 +95,8 @@ def main() -> int:
     p.add_argument("--hours", type=float, default=24.0)
     p.add_argument("--diagnose-hours", type=float, default=1.0)
     p.add_argument("--keep", metavar="PATH", help="write the recording here and reuse it")
+    p.add_argument("--segments", type=int, default=1, metavar="N",
+                   help="write the recording as N files of a series")
     args = p.parse_args()
 
     tmp = None
@@ -81,16 +106,20 @@ def main() -> int:
         tmp = tempfile.TemporaryDirectory()
         path = Path(tmp.name) / "day.gputop"
     if not path.exists():
-        made, n = timed(make_recording, path, args.hours)
+        made, n = timed(make_recording, path, args.hours, args.segments)
+        size = sum(f.stat().st_size for f in path.parent.glob(f"{path.name}*"))
         print(f"wrote {path}: {n:,} ticks ({args.hours:g} h of 8 GPUs), "
-              f"{path.stat().st_size / 2**20:,.0f} MiB, in {ms(made)}")
+              f"{size / 2**20:,.0f} MiB, in {ms(made)}")
 
     # -- opening ---------------------------------------------------------------------------------
     before = rss_mib()
-    opened, index = timed(RecordingIndex, path)
+    opened, index = timed(SeriesIndex, path)
     n = index.ticks
-    print(f"\nopen (index {n:,} ticks, {len(index._cp_ticks)} resume points): {ms(opened)}, "
-          f"+{rss_mib() - before:,.0f} MiB resident")
+    resume = sum(len(s._cp_ticks) for s in index.segments)
+    print(f"\nopen (index {n:,} ticks in {len(index.segments)} file(s), {resume} resume "
+          f"points): {ms(opened)}, +{rss_mib() - before:,.0f} MiB resident")
+    if index.warning:
+        print(f"  warning: {index.warning}")
 
     # -- the Snapshot on screen ------------------------------------------------------------------
     mid, end = n // 2, n - 1

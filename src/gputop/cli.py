@@ -305,8 +305,10 @@ class RecordingTee:
 
 def replay_main(argv: Sequence[str]) -> int:
     p = argparse.ArgumentParser(prog="gputop replay",
-                                description="Play a recording in the dashboard.")
-    p.add_argument("file")
+                                description="Play a recording in the dashboard; of a recording "
+                                            "in segments, all its files as one run.")
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help="the recording (its first file), or its files (run.gputop*)")
     p.add_argument("--interval", type=_positive, default=1.0, metavar="SECONDS",
                    help="seconds a tick lasts on screen at 1x (default 1); + and - change the "
                         "speed while playing")
@@ -319,19 +321,20 @@ def replay_main(argv: Sequence[str]) -> int:
     p.add_argument("--no-mouse", action="store_true")
     p.add_argument("--ansi", action="store_true")
     args = p.parse_args(argv)
-    from gputop.recording_index import RecordingIndex
+    from gputop.series_index import SeriesIndex
     from gputop.show.table import render
 
-    index = RecordingIndex(args.file, follow=args.follow)
+    index = SeriesIndex(args.files[0] if len(args.files) == 1 else args.files,
+                        follow=args.follow)
     if index.ticks == 0 and not args.follow:
         index.close()
-        raise RecordingError(f"{args.file}: the recording holds no snapshots")
+        raise RecordingError(f"{index.path}: the recording holds no snapshots")
     if args.once or args.json or not sys.stdout.isatty():
         if index.warning:
             print(f"gputop: warning: {index.warning}", file=sys.stderr)
         try:
             if index.ticks == 0:
-                raise RecordingError(f"{args.file}: the recording holds no snapshots yet")
+                raise RecordingError(f"{index.path}: the recording holds no snapshots yet")
             reader = index.reader()
             snap = reader.snapshot(index.ticks - 1)
             reader.close()
@@ -347,7 +350,7 @@ def replay_main(argv: Sequence[str]) -> int:
     from gputop.ui.app import GputopApp
 
     feed = ReplayFeed(index, follow=args.follow, paused=args.paused)
-    name = os.path.basename(args.file)
+    name = index.path.name
     name = name if len(name) <= 24 else name[:23] + "…"
     try:
         app = GputopApp(feed, interval=args.interval, readonly=True, mouse=not args.no_mouse,

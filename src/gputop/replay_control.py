@@ -28,6 +28,10 @@ from gputop.diagnose.engine import Engine, Finding
 from gputop.diagnose.window import History
 from gputop.model import DeviceSample, Snapshot
 from gputop.recording_index import RecordingIndex, TickReader
+from gputop.series_index import SeriesIndex, SeriesTickReader
+
+Index = RecordingIndex | SeriesIndex  # one file, or a recording's files as one run
+Reader = TickReader | SeriesTickReader
 
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 CHECKPOINT_EVERY = 60  # ticks between copies of the engine's state
@@ -281,7 +285,7 @@ class FindingsTimeline:
 
     Not thread-safe: one thread (FindingsWorker's) drives it."""
 
-    def __init__(self, index: RecordingIndex, engine: Engine | None = None, *,
+    def __init__(self, index: Index, engine: Engine | None = None, *,
                  every: int = CHECKPOINT_EVERY, remember: int = FINDINGS_KEPT) -> None:
         if engine is None:
             from gputop.diagnose import default_engine
@@ -291,7 +295,7 @@ class FindingsTimeline:
         self.engine = engine
         self.position = -1  # the last tick the engine has seen
         self.restores = 0  # how often a saved state was used (for the bench and tests)
-        self._reader: TickReader = index.reader()
+        self._reader: Reader = index.reader()
         self._every = every
         self._shared = {id(d): d for d in engine.diagnostics}
         fresh = copy.deepcopy(engine, dict(self._shared))
@@ -523,7 +527,7 @@ class ReplayFeed:
     """The dashboard's feed for `gputop replay`: yields the Snapshot at the control's position
     whenever it changes, paced by the speed; the keys change `control` and call `wake`."""
 
-    def __init__(self, index: RecordingIndex, *, follow: bool = False, paused: bool = False,
+    def __init__(self, index: Index, *, follow: bool = False, paused: bool = False,
                  engine: Engine | None = None, history_ticks: int = HISTORY_TICKS) -> None:
         meta = (index.header or {}).get("meta") or {}
         recorded = meta.get("interval") if isinstance(meta, dict) else None
@@ -581,6 +585,11 @@ class ReplayFeed:
                     before = self.index.ticks
                     if await asyncio.to_thread(self.index.refresh):
                         control.grew(before)
+                    if self.index.warning != self.warning:  # e.g. a next file of another run
+                        old, self.warning = self.warning, self.index.warning
+                        if self.view is not None and self.warning:
+                            self.view.add_warning(self.warning.removeprefix(f"{old}; ")
+                                                  if old else self.warning)
                     if self.index.finished:  # the writer closed the file: nothing will come
                         control.follow = False
                     next_poll = loop.time() + min(FOLLOW_POLL_S, interval)
@@ -624,7 +633,7 @@ class ReplayFeed:
             self._worker.close()
             reader.close()
 
-    def _frame(self, reader: TickReader, shown: int | None, tick: int
+    def _frame(self, reader: Reader, shown: int | None, tick: int
                ) -> tuple[Snapshot, HistoryEdit | None, tuple[int, int] | None]:
         """The Snapshot at `tick`, how the history must change to lead up to it from `shown`,
         and which older ticks to read back into it next (run in a thread: it reads the file)."""
@@ -658,5 +667,5 @@ class ReplayFeed:
         self.timeline.close()
 
 
-def _devices(reader: TickReader, start: int, stop: int) -> tuple[tuple[DeviceSample, ...], ...]:
+def _devices(reader: Reader, start: int, stop: int) -> tuple[tuple[DeviceSample, ...], ...]:
     return tuple(reader.devices(k) for k in range(start, stop))

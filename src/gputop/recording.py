@@ -723,17 +723,27 @@ class SeriesReader:
             except RecordingError as e:  # e.g. created by a writer killed right then: empty
                 self._warnings.append(f"{e}; skipped")
                 continue
-            got = r.header.get("segment")
-            if r.header.get("series") != series or not isinstance(got, int) or got < n:
+            got, warning = next_segment(r.header, series, n, path, self.paths[0])
+            if warning:
+                self._warnings.append(warning)
+            if got is None:
                 r._f.close()
-                self._warnings.append(f"{path} is not the next segment of {self.paths[0]}; "
-                                      "read up to it")
                 return
-            if got > n:
-                which = f"segment {n} is" if got == n + 1 else f"segments {n}-{got - 1} are"
-                self._warnings.append(f"{which} missing before {path}")
-                n = got
+            n = got
             yield r
+
+
+def next_segment(header: Mapping[str, Any], series: str, n: int, path: str | os.PathLike[str],
+                 first: str | os.PathLike[str]) -> tuple[int | None, str | None]:
+    """Whether the file at `path`, with this header, goes on the run of `series` whose next
+    segment is `n`: (its segment number, or None if it is not part of the run; a warning)."""
+    got = header.get("segment")
+    if header.get("series") != series or not isinstance(got, int) or got < n:
+        return None, f"{path} is not the next segment of {first}; read up to it"
+    if got > n:
+        which = f"segment {n} is" if got == n + 1 else f"segments {n}-{got - 1} are"
+        return got, f"{which} missing before {path}"
+    return got, None
 
 
 def read_series(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> ReadResult:

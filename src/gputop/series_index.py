@@ -22,7 +22,7 @@ from typing import Any
 
 from gputop.errors import RecordingError
 from gputop.model import DeviceSample, Snapshot
-from gputop.recording import _SEGMENT, _segment_order, segment_paths
+from gputop.recording import _SEGMENT, _segment_order, next_segment, segment_paths
 from gputop.recording_index import CACHE_TICKS, RecordingIndex, TickReader
 
 # A writer opens the next file as it finishes one, but a shared file system may show the new file
@@ -164,18 +164,16 @@ class SeriesIndex:
         return self._joined(segment)
 
     def _joined(self, segment: RecordingIndex) -> bool:
-        header = segment.header or {}
-        n = self._number() + 1
-        got = header.get("segment")
-        if header.get("series") != self._series() or not isinstance(got, int) or got < n:
+        series = self._series()
+        assert series is not None
+        got, warning = next_segment(segment.header or {}, series, self._number() + 1,
+                                    segment.path, self.path)
+        if warning:
+            self._warnings.append(warning)
+        if got is None:
             segment.close()
-            self._warnings.append(f"{segment.path} is not the next segment of {self.path}; "
-                                  "read up to it")
             self._stopped = True
             return False
-        if got > n:
-            which = f"segment {n} is" if got == n + 1 else f"segments {n}-{got - 1} are"
-            self._warnings.append(f"{which} missing before {segment.path}")
         self._add(segment)
         return True
 

@@ -8,6 +8,7 @@ on a real node (a real NVML getter costs 2-50 µs; see docs/architecture.md)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import statistics
 import subprocess
@@ -24,21 +25,31 @@ from gputop.sources.nvml import NvmlSource
 from gputop.testing.fake_nvml import FakeNvml
 
 
-def tick_cost(snaps: list, ticks: int = 300) -> tuple[float, float, float]:
+def tick_cost(snaps: list, ticks: int = 300) -> tuple[float, float, float, list]:
+    """Medians of a fast and a slow tick's CPU (ms), % of a core at 1 Hz, and what was polled."""
     with FakeNvml(snaps) as fake:
         clock = [1_800_000_000.0]  # one poll a second, as the dashboard does at --interval 1
         poller = Poller([NvmlSource(slow_interval=5.0)], HostSource(), clock=lambda: clock[0])
         poller.open()
-        fast, slow = [], []
+        fast, slow, polled = [], [], []
         for t in range(ticks):
             clock[0] += 1.0
             start = time.process_time()
-            poller.poll_once()
+            polled.append(poller.poll_once())
             (slow if t % 5 == 0 else fast).append(time.process_time() - start)
             fake.advance()
         poller.close()
     mean_per_s = (sum(fast) + sum(slow)) / ticks
-    return statistics.median(fast) * 1e3, statistics.median(slow) * 1e3, mean_per_s * 100
+    return (statistics.median(fast) * 1e3, statistics.median(slow) * 1e3, mean_per_s * 100,
+            polled)
+
+
+def as_polled(snaps: list, polled: list) -> list:
+    """The demo's ticks with the devices and links as the NVML source read them: the demo has
+    every field every second, the source reads GPM, NVLink traffic, throttle-time counters, ECC
+    and the like every 5 s. Processes and host stay the demo's (the fake serves no host)."""
+    return [dataclasses.replace(s, devices=p.devices, links=p.links)
+            for s, p in zip(snaps, polled)]
 
 
 ONCE = """
@@ -81,7 +92,7 @@ def record_size(snaps: list, summary: bool = True) -> tuple[float, int, float]:
 def main() -> None:
     snaps = read_recording(demo_path()).snapshots
     gpus = len(snaps[0].devices)
-    fast_ms, slow_ms, cpu_pct = tick_cost(snaps)
+    fast_ms, slow_ms, cpu_pct, polled = tick_cost(snaps, len(snaps))
     print(f"poll tick, {gpus} GPUs, {len(snaps[0].processes)} processes, "
           f"{len(snaps[0].links)} NVLinks:")
     print(f"  fast tick median  {fast_ms:7.2f} ms CPU")
@@ -95,6 +106,9 @@ def main() -> None:
           f"{per_hour / 1e3:.0f} kB per GPU-hour, {per_hour * 24 / 1e6:.2f} MB per GPU-day at 1 Hz")
     print(f"  writing a tick    {write_ms:7.2f} ms CPU, {bare_ms:.2f} without the summary for "
           "`gputop report`")
+    per_hour, _, _ = record_size(as_polled(snaps, polled), summary=False)
+    print(f"  as the NVML source polls it (slow fields every 5 s): {per_hour / 1e3:.0f} kB per "
+          f"GPU-hour, {per_hour * 24 / 1e6:.2f} MB per GPU-day")
 
 
 if __name__ == "__main__":

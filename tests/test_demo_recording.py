@@ -242,6 +242,16 @@ def test_the_probe_sees_the_loop_wait_for_its_batches_only_while_starved(
     assert max(waits((25, 70))) < 0.05  # warm-up gaps are the host compiling, not next()
 
 
+def test_the_probes_recent_share_sees_the_loader_catch_up_within_seconds(
+        snaps: list[Snapshot]) -> None:
+    def recent(window: tuple[int, int]) -> list[float]:
+        return [p.probe.recent_wait_frac for s in ticks(snaps, window) for p in ranks(s)]
+
+    assert min(recent((145, 331))) > 0.5  # its last few steps all starved within 15 s
+    assert max(recent((338, 600))) < 0.05  # the stall ends at 330, its last waits by ~332
+    assert min(p.probe.wait_frac for p in ranks(snaps[345])) > 0.4  # the 50 steps still trail
+
+
 def test_gpu2s_leak_is_in_tensors_not_in_the_allocators_cache(snaps: list[Snapshot]) -> None:
     def mean_split(window: tuple[int, int]) -> tuple[float, float]:
         splits = [memory_splits(s)[2] for s in ticks(snaps, window)]

@@ -57,9 +57,9 @@ def test_the_demo_report_finds_exactly_the_story_and_nothing_in_the_healthy_phas
     for key, (lo, hi) in STORY.items():
         assert lo <= found[key]["start"] - t0 <= hi, key
         assert found[key]["severity"] == ("critical" if key[0] in CRITICAL else "warning")
-    for i in range(8):  # the probe's 50-step average trails the stall's end by under a minute
+    for i in range(8):  # the probe's share over its last few steps sees the stall end at 330
         end = found[("loader.starvation", i)]["end"]
-        assert end is not None and 330 <= end - t0 <= 390
+        assert end is not None and 330 <= end - t0 <= 345
     straggler_end = found[("job.straggler", 5)]["end"]
     assert straggler_end is not None and straggler_end - t0 <= 570
 
@@ -97,9 +97,9 @@ def test_the_demo_summary_per_gpu(demo: dict[str, Any]) -> None:
     assert sorted(devices) == list(range(8))
     for i, d in devices.items():
         assert d["util_pct"]["p50"] >= 90 and d["power_w"]["max"] <= 700
-        # 200 s starved, counted from the probe's first wait to when its 50-step average
-        # recovers: it sees the stall at once and lets go of it last.
-        assert 190 <= d["starved_s"] <= 250
+        # 200 s starved (130-330), counted from the probe's first wait to when its share over
+        # the last few steps recovers: it sees the stall begin and end within seconds.
+        assert 195 <= d["starved_s"] <= 215
         assert d["throttled_s"]["sw_power_cap"] > 300
         assert ("sw_thermal" in d["throttled_s"]) == (i == 5)
     assert 30 <= devices[5]["throttled_s"]["sw_thermal"] <= 70

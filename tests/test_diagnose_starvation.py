@@ -175,19 +175,27 @@ def test_without_gpm_nvml_utilization_is_the_busy_signal() -> None:
 # -- with the in-process probe ----------------------------------------------------------------
 
 
-def loop(wait_frac: float, step_s: float = 0.033) -> ProbeStats:
-    """What the probe publishes for a loop that spends `wait_frac` of each step in next()."""
+def loop(wait_frac: float, step_s: float = 0.033, recent: float | None = None) -> ProbeStats:
+    """What the probe publishes for a loop that spends `wait_frac` of its last 50 steps in
+    next(), and `recent` of its last few (None: a probe from before it published that)."""
     return ProbeStats(ts=0.0, steps=5000, step_time_s=step_s, wait_frac=wait_frac,
-                      loader_wait_s=wait_frac * step_s * 50)
+                      loader_wait_s=wait_frac * step_s * 50, recent_wait_frac=recent)
 
 
 def probed_run(seconds: int = 400, *, wait_from: int = STALL, wait_until: int = 10**9,
-               **proc: object) -> list[Snapshot]:
+               recent_until: int | None = None, **proc: object) -> list[Snapshot]:
     """`starved_run` where every rank runs the probe, whose loop waits 57 % of each step for
-    data between `wait_from` and `wait_until` (its 50-step average trails the stall's end)."""
+    data between `wait_from` and `wait_until` (its 50-step average trails the stall's end).
+    With `recent_until` the probe also publishes its share over the last few steps, which
+    falls at that second; without, it is a probe that does not."""
+    def probe(t: int) -> ProbeStats:
+        frac = 0.57 if wait_from <= t < wait_until else 0.01
+        if recent_until is None:
+            return loop(frac)
+        return loop(frac, recent=0.57 if wait_from <= t < recent_until else 0.01)
+
     return [replace(s, processes=tuple(
-        replace(p, probe=replace(loop(0.57 if wait_from <= t < wait_until else 0.01),
-                                 ts=s.time)) for p in s.processes))
+        replace(p, probe=replace(probe(t), ts=s.time)) for p in s.processes))
             for t, s in enumerate(starved_run(seconds, **proc))]
 
 
@@ -254,6 +262,43 @@ def test_the_finding_ends_when_the_last_view_clears_and_closes_after_the_hold() 
     assert len([f for f in engine.open_findings() if f.device == 0]) == 1  # still in its hold
     timeline = [f for f in Engine([starvation.STARVATION]).run(snaps) if f.device == 0]
     assert [(f.since - T0, f.until and f.until - T0) for f in timeline] == [(STALL, 372)]
+
+
+def test_the_finding_ends_within_seconds_of_the_loader_catching_up() -> None:
+    # The stall ends at 330; the probe's share over its last few steps falls 3 s later, long
+    # before its 50-step share (372) or the GPU's minute average (~358) recover.
+    snaps = probed_run(500, stall_end=330, wait_until=372, recent_until=333, worker_cpu=99.0)
+    timeline = [f for f in Engine([starvation.STARVATION]).run(snaps) if f.device == 0]
+    assert [(f.since - T0, f.until and f.until - T0) for f in timeline] == [(STALL, 333)]
+    # the severity and the title are the 50-step share's
+    assert timeline[0].severity == "critical" and "57 % of each step" in timeline[0].title
+    # The same stall seen by a probe that does not publish the recent share: as before, the
+    # finding lasts until the 50-step share recovers.
+    old = probed_run(500, stall_end=330, wait_until=372, worker_cpu=99.0)
+    assert [(f.since - T0, f.until and f.until - T0)
+            for f in Engine([starvation.STARVATION]).run(old) if f.device == 0] == [(STALL, 372)]
+
+
+def test_the_recent_share_ends_the_wait_but_never_sets_its_severity_or_title() -> None:
+    def conds(frac: float, recent: float | None) -> list[tuple[str, str]]:
+        return [(c.severity, c.title) for c in starvation.check(
+            [tick(0, busy=97.0, n=1, probe=loop(frac, recent=recent))])]
+
+    assert conds(0.3, 0.9) == conds(0.3, None) == conds(0.3, 0.06)
+    assert conds(0.3, 0.9)[0][0] == "warning" and "30 % of each step" in conds(0.3, 0.9)[0][1]
+    assert conds(0.3, 0.05) == [] and conds(0.3, 0.0) == []
+    assert conds(0.02, 0.9) == []  # the 50-step share has to be above 5 % too
+
+
+def test_a_probe_that_never_saw_a_wait_leaves_the_outside_view_alone() -> None:
+    # The GPU idles while the loop does not wait on its loader (collectives, a host stall): the
+    # probe's shares say nothing about the GPU's minute, so the outside view still flags it.
+    snaps = [replace(s, processes=tuple(replace(p, probe=replace(loop(0.01, recent=0.01),
+                                                                 ts=s.time))
+                                        for p in s.processes))
+             for s in starved_run(worker_cpu=99.0)]
+    f = next(f for f in Engine([starvation.STARVATION]).run(snaps) if f.device == 0)
+    assert "wait_frac" not in f.evidence and f.evidence["busy_pct"] < 70
 
 
 def test_a_loop_waiting_on_network_storage_is_flagged_from_the_probe_alone() -> None:

@@ -39,7 +39,7 @@ def payload(now: float, **over: Any) -> dict[str, Any]:
         "inactive_split": GIB, "num_alloc_retries": 1, "num_ooms": 0,
         "peak_allocated": 40 * GIB, "peak_reserved": 43 * GIB,
         "allocator_conf": "expandable_segments:True", "steps": 120, "step_time_s": 0.033,
-        "loader_wait_s": 0.8, "wait_frac": 0.476,
+        "loader_wait_s": 0.8, "wait_frac": 0.476, "recent_wait_frac": 0.02,
         "batch_sizes": [[88, 40 * GIB], [96, 43 * GIB]], "torch": "2.13.0+cu130",
     }
     doc.update(over)
@@ -67,7 +67,7 @@ def test_a_valid_probe_file_fills_the_process_probe(probe_dir: Path) -> None:
     assert p.probe.ts == pytest.approx(now - 0.5)
     assert (p.probe.allocated, p.probe.peak_reserved) == (37 * GIB, 43 * GIB)
     assert (p.probe.num_alloc_retries, p.probe.allocator_conf) == (1, "expandable_segments:True")
-    assert (p.probe.steps, p.probe.wait_frac) == (120, 0.476)
+    assert (p.probe.steps, p.probe.wait_frac, p.probe.recent_wait_frac) == (120, 0.476, 0.02)
     assert p.probe.batch_sizes == ((88, 40 * GIB), (96, 43 * GIB))
     assert source.probe_notes == []
 

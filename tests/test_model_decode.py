@@ -30,7 +30,8 @@ def busy_node(t: float = T0) -> Snapshot:
     s = node(2, time=t, links=4)
     p = ProcessSample(pid=7, device_index=1, gpu_mem=3 * GIB, cmdline=("python", "x.py"),
                       job=JobInfo(slurm_job_id="9"), children=(ChildProcess(8, "w", 99.0, 1),),
-                      probe=ProbeStats(ts=t, allocated=GIB, batch_sizes=((8, 2 * GIB),)),
+                      probe=ProbeStats(ts=t, allocated=GIB, wait_frac=0.3,
+                                       recent_wait_frac=0.01, batch_sizes=((8, 2 * GIB),)),
                       user=Missing("not_visible"))
     gone = Missing("gpu_lost", since=t)
     lost = replace(mark_all(s.devices[0], gone), lost=gone)
@@ -57,6 +58,9 @@ def test_absent_fields_take_their_defaults_and_unknown_keys_are_ignored() -> Non
                                    "unavailable": {"power_draw": {"reason": "unsupported"}}})
     assert dev.fan == Missing("error", detail="null without a reason")
     assert dev.power_draw == Missing("unsupported") and dev.mig_devices == ()
+    # a probe recorded before it published its share over the last few steps
+    probe = from_dict(ProbeStats, {"ts": T0, "steps": 9, "wait_frac": 0.3})
+    assert probe.wait_frac == 0.3 and probe.recent_wait_frac is None
 
 
 def test_a_missing_required_field_is_a_type_error() -> None:

@@ -119,6 +119,71 @@ def test_a_fast_loader_and_a_slow_step_show_little_waiting() -> None:
     assert snap["wait_frac"] < 0.1
 
 
+class FakeClock:
+    """perf_counter for the probe, moved on by the loop itself: steps of seconds, run in no time."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def loader(self, waits: list[float]) -> Iterator[int]:
+        for i, wait in enumerate(waits):
+            self.now += wait
+            yield i
+
+
+def run_loop(monkeypatch: pytest.MonkeyPatch, waits: list[float],
+             step_s: float = 0.8) -> dict[str, Any]:
+    """The probe's payload after a loop whose i-th batch takes waits[i] to arrive and whose
+    steps compute for `step_s`."""
+    clock = FakeClock()
+    monkeypatch.setattr(gp, "_clock", clock)
+    probe = Probe()
+    for _batch in probe.wrap(clock.loader(waits)):
+        clock.now += step_s
+        probe.step()
+    return probe.snapshot()
+
+
+def test_the_recent_share_sees_the_loader_catch_up_while_the_50_step_share_trails(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    stalled = run_loop(monkeypatch, [1.0] * 30)
+    assert stalled["wait_frac"] == pytest.approx(1.0 / 1.8)
+    assert stalled["recent_wait_frac"] == pytest.approx(1.0 / 1.8)
+    # 7 fast steps after the stall: the newest 5 cover 4.05 s, and it takes 7 to make 5 s
+    caught_up = run_loop(monkeypatch, [1.0] * 30 + [0.01] * 7)
+    assert caught_up["recent_wait_frac"] == pytest.approx(0.01 / 0.81)
+    assert caught_up["wait_frac"] > 0.45  # 30 of its 37 steps waited a second
+    # one fast step is not yet enough: the last few still hold four of the stall's
+    one = run_loop(monkeypatch, [1.0] * 30 + [0.01])
+    assert one["recent_wait_frac"] == pytest.approx((4 * 1.0 + 0.01) / (4 * 1.8 + 0.81))
+
+
+def test_the_recent_share_covers_5_steps_and_5_seconds_whichever_is_more(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # fast steps (0.1 s): 5 s takes 50 steps, all the probe keeps, so it is the 50-step share
+    fast = run_loop(monkeypatch, [0.05] * 10 + [0.0] * 50, step_s=0.1)
+    assert fast["recent_wait_frac"] == fast["wait_frac"] == 0.0
+    fast = run_loop(monkeypatch, [0.0] * 45 + [0.05] * 5, step_s=0.09)  # 4.75 s in all
+    assert fast["recent_wait_frac"] == pytest.approx(fast["wait_frac"])
+    # slow steps (3 s): 5 steps cover more than 5 s
+    slow = run_loop(monkeypatch, [3.0] * 10 + [0.0] * 5, step_s=3.0)
+    assert slow["recent_wait_frac"] == 0.0 and slow["wait_frac"] > 0.3
+    # fewer steps than either: all of them
+    young = run_loop(monkeypatch, [1.0, 0.0], step_s=1.0)
+    assert young["recent_wait_frac"] == young["wait_frac"] == pytest.approx(1 / 3)
+    assert run_loop(monkeypatch, [])["recent_wait_frac"] is None
+
+
+def test_a_stall_in_progress_counts_in_the_recent_share() -> None:
+    steps = [(0.81, 0.01)] * 10
+    assert gp.recent_wait_frac(steps) == pytest.approx(0.01 / 0.81)
+    assert gp.recent_wait_frac(steps, stalled=5.0) == pytest.approx(5.07 / 10.67)
+    assert gp.recent_wait_frac([], stalled=2.0) == 1.0
+
+
 def test_a_stall_in_progress_counts_before_the_batch_arrives() -> None:
     probe = Probe()
     it = iter(probe.wrap(slow_loader(3, delay=0.3)))
@@ -317,7 +382,8 @@ def payload(**over: Any) -> dict[str, Any]:
         "inactive_split": GIB, "num_alloc_retries": 0, "num_ooms": 0,
         "peak_allocated": 40 * GIB, "peak_reserved": 43 * GIB,
         "allocator_conf": None, "steps": 120, "step_time_s": 0.033, "loader_wait_s": 0.8,
-        "wait_frac": 0.476, "batch_sizes": [[88, 40 * GIB], [88, 40 * GIB]],
+        "wait_frac": 0.476, "recent_wait_frac": 0.02,
+        "batch_sizes": [[88, 40 * GIB], [88, 40 * GIB]],
         "torch": "2.13.0+cu130",
     }
     doc.update(over)
@@ -343,6 +409,7 @@ def test_reads_a_well_formed_fresh_file(dirs: SimpleNamespace) -> None:
     sample = read(notes)[PID]
     assert notes == []
     assert sample.reserved == 42 * GIB and sample.wait_frac == 0.476
+    assert sample.recent_wait_frac == 0.02
     assert sample.batch_sizes == ((88, 40 * GIB), (88, 40 * GIB))
     with pytest.raises(AttributeError):
         sample.steps = 0  # type: ignore[misc]
@@ -363,6 +430,13 @@ def test_reads_what_the_probe_writes(dirs: SimpleNamespace,
     assert samples[os.getpid()].steps == 3
     # an escape in the environment is defused by the writer, not a reason to drop the file
     assert samples[os.getpid()].allocator_conf == "expandable_segments:True,?[2J"
+
+
+def test_a_file_from_a_probe_before_the_recent_share_is_read(dirs: SimpleNamespace) -> None:
+    put(dirs.probe, {k: v for k, v in payload().items() if k != "recent_wait_frac"})
+    notes: list[str] = []
+    sample = read(notes)[PID]
+    assert notes == [] and sample.wait_frac == 0.476 and sample.recent_wait_frac is None
 
 
 def test_finds_the_tmp_fallback_and_prefers_the_freshest(dirs: SimpleNamespace) -> None:
@@ -460,6 +534,8 @@ MALFORMED = {
     "negative bytes": (_edit(reserved=-1), "reserved"),
     "negative seconds": (_edit(loader_wait_s=-0.5), "loader_wait_s"),
     "fraction above 1": (_edit(wait_frac=1.5), "wait_frac"),
+    "recent share above 1": (_edit(recent_wait_frac=1.5), "recent_wait_frac"),
+    "recent share as text": (_edit(recent_wait_frac="0.5"), "recent_wait_frac"),
     "zero batch": (_edit(batch_sizes=[[0, 1]]), "batch_sizes"),
     "triple for pair": (_edit(batch_sizes=[[8, 1, 2]]), "batch_sizes"),
     "too many pairs": (_edit(batch_sizes=[[8, 1]] * 300), "batch_sizes"),

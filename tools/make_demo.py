@@ -74,6 +74,7 @@ from gputop.model import (
     Topology,
     value,
 )
+from gputop.probe import recent_wait_frac
 from gputop.recording import RecordingWriter, summary_place
 
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "src/gputop/data/demo-8xh100.jsonl.gz"
@@ -618,12 +619,15 @@ class Probes:
         stalled = next((ts - s.start for s in self.steps[-3:] if s.start <= ts < s.loader_end),
                        0.0)
         step_time = wall / len(done) if done else None
+        latest = recent_wait_frac([(s.end - s.start, s.loader_end - s.start) for s in done],
+                                  stalled)
         wall, wait = wall + stalled, wait + stalled
         return ProbeStats(
             ts=round(START + ts, 3), device=rs.rank, **self._memory(rs, t, act),
             steps=count, step_time_s=None if step_time is None else round(step_time, 4),
             loader_wait_s=round(wait, 4),
-            wait_frac=round(min(1.0, wait / wall), 4) if wall > 0 else None)
+            wait_frac=round(min(1.0, wait / wall), 4) if wall > 0 else None,
+            recent_wait_frac=None if latest is None else round(latest, 4))
 
     def _memory(self, rs: RankState, t: int, act: Activity) -> dict[str, int]:
         """PyTorch's allocator: NVML's reserve less NCCL's buffers; a leak is in tensors."""

@@ -250,7 +250,9 @@ class ProbeStats:
     steps: int = 0
     step_time_s: float | None = None
     loader_wait_s: float = 0.0
-    wait_frac: float | None = None
+    wait_frac: float | None = None  # over the last 50 steps
+    # over the last few steps (at least 5 and 5 s); None from a probe or recording before it
+    recent_wait_frac: float | None = None
     batch_sizes: tuple[tuple[int, int], ...] = ()  # (batch size, step peak allocated)
 
 

@@ -30,13 +30,18 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 1
 PUBLISH_INTERVAL_S = 1.0
 RECENT_STEPS = 50  # step time, loader wait and wait_frac are over the last this many steps
+# recent_wait_frac: the share over the newest steps that make at least 5 steps and at least 5 s,
+# so that it follows the loader within seconds of it catching up (or falling behind) and is not
+# one slow step's noise in a fast loop.
+LATEST_STEPS = 5
+LATEST_S = 5.0
 PAIRS_KEPT = 50  # (batch size, step peak) pairs for the headroom fit
 WARMUP_STEPS = 2  # optimizer states, autotuning and graph pools make the first steps atypical
 # memory_stats() costs 80-150 us on an H100, too much for every step of a fast loop; step peaks
@@ -113,6 +118,21 @@ def batch_size_of(batch: Any) -> int | None:
         return len(batch)
     except TypeError:
         return None
+
+
+def recent_wait_frac(steps: Sequence[tuple[float, float]], stalled: float = 0.0) -> float | None:
+    """The share of step time blocked on the loader over the newest of `steps` ((wall, wait) of
+    each, oldest first): as many as cover both LATEST_STEPS steps and LATEST_S seconds, or all of
+    them when they are fewer, plus `stalled`, a wait still in progress."""
+    wall = wait = 0.0
+    for n, (w, x) in enumerate(reversed(steps)):
+        if n >= LATEST_STEPS and wall >= LATEST_S:
+            break
+        wall += w
+        wait += x
+    wall += stalled
+    wait += stalled
+    return min(1.0, wait / wall) if wall > 0 else None
 
 
 class _Timed:
@@ -350,9 +370,10 @@ class Probe:
         wait = sum(w for _, w in recent)
         step_time = wall / len(recent) if recent else None
         blocked = self._blocked_since
-        if blocked is not None:  # a stall in progress counts before the batch arrives
-            wall += now - blocked
-            wait += now - blocked
+        stalled = now - blocked if blocked is not None else 0.0
+        # a stall in progress counts before the batch arrives
+        wall += stalled
+        wait += stalled
         if memory.get("peak_allocated") is not None:
             memory["peak_allocated"] = max(memory["peak_allocated"], window[0])
             memory["peak_reserved"] = max(memory["peak_reserved"], window[1])
@@ -366,6 +387,7 @@ class Probe:
             "step_time_s": step_time,
             "loader_wait_s": wait,
             "wait_frac": min(1.0, wait / wall) if wall > 0 else None,
+            "recent_wait_frac": recent_wait_frac(recent, stalled),
             "batch_sizes": pairs,
             "torch": getattr(self._torch, "__version__", None),
         }

@@ -55,6 +55,7 @@ class ProbeSample:
     step_time_s: float | None
     loader_wait_s: float
     wait_frac: float | None
+    recent_wait_frac: float | None  # None also where the probe predates it
     batch_sizes: tuple[tuple[int, int], ...]  # (batch size, step peak allocated), oldest first
     torch: str | None
 
@@ -114,13 +115,17 @@ FIELDS: dict[str, tuple[Callable[[Any], Any], bool]] = {
     "step_time_s": (_float(0.0, _MAX_SECONDS), True),
     "loader_wait_s": (_float(0.0, _MAX_SECONDS), False),
     "wait_frac": (_float(0.0, 1.0), True),
+    "recent_wait_frac": (_float(0.0, 1.0), True),
     "batch_sizes": (_pairs, False),
     "torch": (_text(re.compile(r"[0-9A-Za-z.+_-]{1,64}")), True),
 }
+# Keys a probe of an earlier gputop does not write: absent reads as null.
+OPTIONAL = frozenset({"recent_wait_frac"})
 
 
 def parse_payload(raw: bytes, pid: int) -> ProbeSample:
-    """Strict: exactly the documented keys, each of the documented type and range."""
+    """Strict: exactly the documented keys (those in OPTIONAL may be absent), each of the
+    documented type and range."""
     try:
         doc = json.loads(raw.decode("utf-8"), parse_constant=_no_constant,
                          object_pairs_hook=_no_duplicates)
@@ -128,12 +133,12 @@ def parse_payload(raw: bytes, pid: int) -> ProbeSample:
         raise Rejected(f"not JSON ({type(e).__name__})") from None
     if type(doc) is not dict:
         raise Rejected("not a JSON object")
-    missing, extra = FIELDS.keys() - doc.keys(), doc.keys() - FIELDS.keys()
+    missing, extra = FIELDS.keys() - doc.keys() - OPTIONAL, doc.keys() - FIELDS.keys()
     if missing or extra:
         raise Rejected(f"keys missing {sorted(missing)}, unexpected {len(extra)}")
     values: dict[str, Any] = {}
     for key, (check, nullable) in FIELDS.items():
-        v = doc[key]
+        v = doc.get(key)  # absent: only an OPTIONAL key, checked above
         if v is None and nullable:
             values[key] = None
             continue

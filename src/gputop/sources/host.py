@@ -321,7 +321,7 @@ def probe_stats(s: ProbeSample) -> ProbeStats:
         peak_reserved=s.peak_reserved, num_alloc_retries=s.num_alloc_retries,
         num_ooms=s.num_ooms, allocator_conf=s.allocator_conf, steps=s.steps,
         step_time_s=s.step_time_s, loader_wait_s=s.loader_wait_s, wait_frac=s.wait_frac,
-        batch_sizes=s.batch_sizes)
+        recent_wait_frac=s.recent_wait_frac, batch_sizes=s.batch_sizes)
 
 
 # ----------------------------------------------------------------------------------------------

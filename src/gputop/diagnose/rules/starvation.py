@@ -7,11 +7,17 @@ main process, I/O pressure and host CPU are read at the ticks where the GPU was 
 class describes the stall itself and not the healthy ticks around it.
 
 Inside (§5.2, §8 R2): the in-process probe measures the share of each step the training loop spends
-blocked on its DataLoader. That is the stronger evidence, so where a process has both views they
-make one finding that leads with the probe's share and takes its cause from the host. Either view
-alone still makes the finding: a loop that waits while its workers idle (network storage), or a
-job without the probe. The engine tracks the two views of a process as one condition, so the
-finding starts when the first of them did and opens after the hold of the views holding now.
+blocked on its DataLoader, over its last 50 steps and (since the probe publishes it) over its last
+few. The view holds while both are above 5 %: the 50-step share gives the severity and the title,
+the recent one ends the view within seconds of the loader catching up, where the 50-step average
+would trail by up to 50 steps. Then the outside view of that process lets go too: the GPU's low
+minute is the tail of the stall the probe saw end.
+
+The probe is the stronger evidence, so where a process has both views they make one finding that
+leads with the probe's share and takes its cause from the host. Either view alone still makes the
+finding: a loop that waits while its workers idle (network storage), or a job without the probe.
+The engine tracks the two views of a process as one condition, so the finding starts when the
+first of them did and opens after the hold of the views holding now.
 """
 
 from __future__ import annotations
@@ -124,7 +130,10 @@ class _Wait(NamedTuple):
 def check(window: Sequence[Snapshot]) -> list[Condition]:
     if not window:
         return []
-    seen, waits = _outside(window), _inside(window)
+    waits, caught_up = _inside(window)
+    # Where the probe says the loop waited and no longer does, the GPU's low minute is the tail
+    # of that stall, already over: the outside view does not hold it open.
+    seen = {k: v for k, v in _outside(window).items() if k not in caught_up}
     return [_condition(window, index, seen.get((index, pid)), waits.get((index, pid)))
             for index, pid in dict.fromkeys([*seen, *waits])]
 
@@ -153,19 +162,29 @@ def _outside(window: Sequence[Snapshot]) -> dict[tuple[int, int], _Outside]:
     return out
 
 
-def _inside(window: Sequence[Snapshot]) -> dict[tuple[int, int], _Wait]:
-    """(home GPU, pid) -> the probe's view, for each process whose loop waits on its loader."""
+def _inside(window: Sequence[Snapshot]) -> tuple[dict[tuple[int, int], _Wait],
+                                                  set[tuple[int, int]]]:
+    """(home GPU, pid) -> the probe's view, for each process whose loop waits on its loader; and
+    the processes whose loop waited over its last 50 steps but not over its last few (a probe
+    older than the recent share never says so)."""
     now = window[-1]
     out = {}
+    caught_up = set()
     for p in home_processes(now).values():
         probe = p.probe
         assert probe is not None
-        frac, step = probe.wait_frac, probe.step_time_s
+        frac, step, latest = probe.wait_frac, probe.step_time_s, probe.recent_wait_frac
         if (frac is None or step is None or probe.steps == 0 or frac <= WAIT_INFO
                 or device_at(now, p.device_index) is None):
             continue
-        out[(p.device_index, p.pid)] = _Wait(p, frac, step, min(probe.steps, WAIT_STEPS))
-    return out
+        key = (p.device_index, p.pid)
+        # The 50-step share trails a stall's end by up to 50 steps; the share over the last few
+        # lets the view go within seconds of the loader catching up.
+        if latest is not None and latest <= WAIT_INFO:
+            caught_up.add(key)
+            continue
+        out[key] = _Wait(p, frac, step, min(probe.steps, WAIT_STEPS))
+    return out, caught_up
 
 
 def _throttled(window: Sequence[Snapshot], index: int) -> bool:

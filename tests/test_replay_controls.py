@@ -12,10 +12,9 @@ import gzip
 import re
 import subprocess
 import sys
-import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -37,20 +36,13 @@ from gputop.replay_control import (
     parse_seek,
 )
 from gputop.testing.synthetic import series
+from waiting import until, within
 
 T0 = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC
 TIMES = [T0 + i for i in range(600)]
-T = TypeVar("T")
 
 
-@pytest.fixture(autouse=True)
-def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Times of day do not depend on where the tests run."""
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
+pytestmark = pytest.mark.usefixtures("utc")
 
 
 def story_engine() -> Engine:
@@ -81,13 +73,6 @@ def straight(index: RecordingIndex, engine: Engine, ticks: set[int]) -> dict[int
     return out
 
 
-async def within(aw: Awaitable[T], seconds: float = 30.0) -> T:
-    return await asyncio.wait_for(aw, seconds)
-
-
-async def until(condition: Callable[[], bool]) -> None:
-    while not condition():
-        await asyncio.sleep(0.01)
 
 
 def write(path: Path, n: int, **kw: Any) -> tuple[RecordingWriter, list[Any]]:

@@ -9,10 +9,8 @@ import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -22,11 +20,11 @@ from gputop.recording import RecordingWriter, SeriesReader
 from gputop.replay_control import FindingsTimeline, ReplayFeed, parse_seek
 from gputop.series_index import SeriesIndex
 from gputop.testing.synthetic import node
+from waiting import until, within
 
 T0 = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC
 HOT = range(20, 80)  # ticks GPU 0 and 1 are in thermal slowdown: across the first boundary
 SEG = 2000  # bytes: three files for SNAPS
-T = TypeVar("T")
 
 
 def tick(t: int) -> Any:
@@ -37,13 +35,7 @@ def tick(t: int) -> Any:
 SNAPS = [tick(t) for t in range(120)]
 
 
-@pytest.fixture(autouse=True)
-def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
+pytestmark = pytest.mark.usefixtures("utc")
 
 
 def record(path: Path, snaps: list[Any], **kw: Any) -> RecordingWriter:
@@ -61,13 +53,6 @@ def run(tmp_path: Path) -> Path:
     return path
 
 
-async def within(aw: Awaitable[T], seconds: float = 30.0) -> T:
-    return await asyncio.wait_for(aw, seconds)
-
-
-async def until(condition: Callable[[], bool]) -> None:
-    while not condition():
-        await asyncio.sleep(0.01)
 
 
 def test_the_three_files_play_as_one_run(run: Path) -> None:

@@ -13,7 +13,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -186,14 +185,7 @@ def pids(app: GputopApp) -> list[str]:
     return [r.key for r in table(app).rows]
 
 
-@pytest.fixture(autouse=True)
-def utc(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """Clock times on screen do not depend on where the tests run."""
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
+pytestmark = pytest.mark.usefixtures("utc")
 
 
 # ---------------------------------------------------------------------------------------------

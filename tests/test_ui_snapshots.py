@@ -8,8 +8,7 @@ looking at the change (snapshot_report.html shows the difference)."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -39,13 +38,7 @@ def demo() -> list[Snapshot]:
     return read_recording(demo_path()).snapshots
 
 
-@pytest.fixture(autouse=True)
-def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
+pytestmark = pytest.mark.usefixtures("utc")
 
 
 @dataclass

@@ -54,22 +54,54 @@ class _Checkpoint:
     before: bytes | None  # the previous tick in record form (JSON), or None: `tick` is a keyframe
 
 
-class RecordingIndex:
+class Timeline:
+    """The ticks' times and a small cache of decoded ticks, shared by the readers of an index
+    (one file or a whole series)."""
+
+    def __init__(self, cache: int) -> None:
+        self.times: array[float] = array("d")  # epoch s of each tick
+        self._lock = threading.RLock()
+        self._cache: OrderedDict[int, Snapshot] = OrderedDict()
+        self._cache_size = cache
+
+    @property
+    def ticks(self) -> int:
+        return len(self.times)
+
+    def time(self, tick: int) -> float:
+        return self.times[tick]
+
+    def tick_at(self, t: float) -> int:
+        """The last tick taken at or before `t` (the first tick if `t` is before it)."""
+        return max(0, bisect.bisect_right(self.times, t) - 1)
+
+    def _cached(self, tick: int) -> Snapshot | None:
+        with self._lock:
+            snap = self._cache.get(tick)
+            if snap is not None:
+                self._cache.move_to_end(tick)
+            return snap
+
+    def _keep(self, tick: int, snap: Snapshot) -> None:
+        with self._lock:
+            self._cache[tick] = snap
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+
+
+class RecordingIndex(Timeline):
     """The ticks of one recording file. `ticks` grows when `refresh` finds more."""
 
     def __init__(self, path: str | os.PathLike[str], *, follow: bool = False,
                  cache: int = CACHE_TICKS) -> None:
+        super().__init__(cache)
         self.path = Path(path)
         self.follow = follow
         self.header: dict[str, Any] | None = None
-        self.times: array[float] = array("d")  # epoch s of each tick
         self.warning: str | None = None
         self.finished = False  # the stream's end marker was read (or damage): no more ticks
         self._checkpoints: list[_Checkpoint] = []
         self._cp_ticks: list[int] = []
-        self._lock = threading.RLock()
-        self._cache: OrderedDict[int, Snapshot] = OrderedDict()
-        self._cache_size = cache
         self._f = _open(self.path)
         self._z = zlib.decompressobj(_GZIP_WBITS)
         self._offset = 0
@@ -88,17 +120,6 @@ class RecordingIndex:
         except BaseException:
             self.close()
             raise
-
-    @property
-    def ticks(self) -> int:
-        return len(self.times)
-
-    def time(self, tick: int) -> float:
-        return self.times[tick]
-
-    def tick_at(self, t: float) -> int:
-        """The last tick taken at or before `t` (the first tick if `t` is before it)."""
-        return max(0, bisect.bisect_right(self.times, t) - 1)
 
     def reader(self) -> TickReader:
         """A reader of this recording's ticks, for one thread."""
@@ -214,18 +235,6 @@ class RecordingIndex:
 
     # -- the shared cache of decoded ticks -----------------------------------------------------
 
-    def _cached(self, tick: int) -> Snapshot | None:
-        with self._lock:
-            snap = self._cache.get(tick)
-            if snap is not None:
-                self._cache.move_to_end(tick)
-            return snap
-
-    def _keep(self, tick: int, snap: Snapshot) -> None:
-        with self._lock:
-            self._cache[tick] = snap
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
 
 
 class TickReader:

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import bisect
 import os
-import threading
 import time
-from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,7 +21,7 @@ from typing import Any
 from gputop.errors import RecordingError
 from gputop.model import DeviceSample, Snapshot
 from gputop.recording import _SEGMENT, _segment_order, next_segment, segment_paths
-from gputop.recording_index import CACHE_TICKS, RecordingIndex, TickReader
+from gputop.recording_index import CACHE_TICKS, RecordingIndex, TickReader, Timeline
 
 # A writer opens the next file as it finishes one, but a shared file system may show the new file
 # a while later: following, a finished last file ends the replay only after this long without one.
@@ -31,7 +29,7 @@ NEXT_SEGMENT_WAIT_S = 30.0
 READERS_OPEN = 4  # files a reader keeps open at once (a seek back and forth crosses one boundary)
 
 
-class SeriesIndex:
+class SeriesIndex(Timeline):
     """The ticks of a recording's files, given its first file (its segments are found) or the
     files (a shell's `run.gputop*`). Reads like a RecordingIndex of the whole run."""
 
@@ -44,20 +42,17 @@ class SeriesIndex:
             found = sorted((Path(p) for p in paths), key=_segment_order)
             if not found:
                 raise RecordingError("no recording given")
+        super().__init__(cache)
         self.path = found[0]
         self.follow = follow
         self.segments: list[RecordingIndex] = []
         self.starts: list[int] = []  # the series tick of each file's first tick
-        self.times: array[float] = array("d")  # epoch s of each tick of the series
         self._warnings: list[str] = []  # about joining the files (theirs are their own)
         self._stopped = False  # a file of another run ended the series
         self._pending: RecordingIndex | None = None  # the next file, created but no header yet
         self._waiting_since: float | None = None  # when the last file was seen finished
         self._gave_up = False  # ... and no next file came: decided in refresh, as a file's end
         self._clock = clock
-        self._lock = threading.RLock()
-        self._cache: OrderedDict[int, Snapshot] = OrderedDict()
-        self._cache_size = cache
         try:
             first = RecordingIndex(found[0], follow=follow and len(found) == 1, cache=0)
             if follow and len(found) > 1 and _series_of(first.header) is None:
@@ -79,10 +74,6 @@ class SeriesIndex:
         return self.segments[0].header
 
     @property
-    def ticks(self) -> int:
-        return len(self.times)
-
-    @property
     def warning(self) -> str | None:
         parts = [s.warning for s in self.segments if s.warning] + self._warnings
         return "; ".join(parts) or None
@@ -94,13 +85,6 @@ class SeriesIndex:
         if not self.segments[-1].finished or self._pending is not None:
             return False
         return not self.follow or self._stopped or self._gave_up or self._series() is None
-
-    def time(self, tick: int) -> float:
-        return self.times[tick]
-
-    def tick_at(self, t: float) -> int:
-        """The last tick taken at or before `t` (the first tick if `t` is before it)."""
-        return max(0, bisect.bisect_right(self.times, t) - 1)
 
     def reader(self) -> SeriesTickReader:
         """A reader of the series' ticks, for one thread."""
@@ -209,21 +193,6 @@ class SeriesIndex:
             self._waiting_since, self._gave_up = None, False
             if not self._joined(segment):
                 return
-
-    # -- the shared cache of decoded ticks -----------------------------------------------------
-
-    def _cached(self, tick: int) -> Snapshot | None:
-        with self._lock:
-            snap = self._cache.get(tick)
-            if snap is not None:
-                self._cache.move_to_end(tick)
-            return snap
-
-    def _keep(self, tick: int, snap: Snapshot) -> None:
-        with self._lock:
-            self._cache[tick] = snap
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
 
 
 def _series_of(header: dict[str, Any] | None) -> str | None:

@@ -53,6 +53,8 @@ from gputop.ui.widgets.gpu_row import GpuRow, row_content
 from gputop.ui.widgets.history_graph import GAP, HistoryGraph, graph_line
 from gputop.ui.widgets.process_table import ProcessTable
 
+from waiting import until, within
+
 T0 = 1_800_000_000.0  # every synthetic snapshot is taken at T0 + tick
 
 # ---------------------------------------------------------------------------------------------
@@ -847,6 +849,77 @@ async def test_a_hidden_dashboard_catches_up_when_shown_again() -> None:
         await pilot.pause()
         row = next(r for r in app.query(GpuRow) if r.index == 0)
         assert " 12%" in row.content.plain
+
+
+class QueueFeed:
+    """A feed that yields what the test puts in it, when it puts it."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[Snapshot] = asyncio.Queue()
+        self.taken = 0
+
+    async def stream(self, interval: float) -> Any:
+        while True:
+            snap = await self.queue.get()
+            self.taken += 1
+            yield snap
+
+
+async def feed_ticks(app: GputopApp, feed: QueueFeed, ticks: range) -> None:
+    """Puts ticks in the feed and waits until the app has applied the last one."""
+    for t in ticks:
+        feed.queue.put_nowait(node(t, devices={0: {"util_gpu": float(t % 100)}}))
+    assert isinstance(app.clock, Clock)
+    app.clock.t = T0 + ticks[-1] + 0.4
+    await within(until(lambda: app.snapshot is not None and app.snapshot.time == T0 + ticks[-1]))
+
+
+async def test_data_keeps_coming_under_help_and_the_kill_dialog() -> None:
+    feed = QueueFeed()
+    app = GputopApp(feed, clock=Clock(T0, follow=False),
+                    kill_policy=KillPolicy(1000, "mlteam"), table_interval=0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await feed_ticks(app, feed, range(0, 3))
+        for keys, screen in ((("question_mark",), HelpScreen), (("k",), KillScreen)):
+            await pilot.press(*keys)
+            assert isinstance(app.screen, screen)
+            start = int(app.snapshot.time - T0) + 1  # type: ignore[union-attr]
+            await feed_ticks(app, feed, range(start, start + 40))
+            app.dashboard.header.tick()
+            await pilot.pause()
+            # Forty seconds on, the header under the dialog is live and the GPUs moved on.
+            assert "● live" in app.dashboard.header.content.plain, keys
+            row_text = screen_text(app)
+            assert "STALE" not in row_text and "STUCK" not in row_text
+            util = (start + 39) % 100
+            assert re.search(rf"\b{util}%", screen_text(app)), util
+            await pilot.press("escape")
+        assert feed.taken == 83
+
+
+async def test_q_and_help_work_in_the_kill_dialog_and_keep_the_process() -> None:
+    fake = FakeProcesses()
+    app = make_app(kill_policy=KillPolicy(1000, "mlteam"), terminator=terminator(fake))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await show(app, pilot, [node(0)])
+        await pilot.press("k", "question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        assert "in the kill dialog: kill / keep" in screen_text(app)
+        await pilot.press("escape")
+        assert isinstance(app.screen, KillScreen)
+        await pilot.press("q")
+        await pilot.pause()
+        assert app._exit
+    assert fake.sent == []
+
+
+async def test_q_quits_from_help() -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await show(app, pilot, [node(0)])
+        await pilot.press("question_mark", "q")
+        await pilot.pause()
+        assert app._exit
 
 
 class ListFeed:

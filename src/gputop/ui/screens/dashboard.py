@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.content import Content
 from textual.events import Resize
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Input
 
 from gputop.model import Snapshot
@@ -112,7 +112,11 @@ class DashboardScreen(Screen[None]):
 
     @property
     def active(self) -> bool:
-        return self.app.screen is self
+        """Seen: the top screen, or under dialogs (help, kill) that leave it in view."""
+        stack = self.app.screen_stack
+        if self not in stack:
+            return False
+        return all(isinstance(s, ModalScreen) for s in stack[stack.index(self) + 1:])
 
     def apply_snapshot(self, snap: Snapshot, *, force_table: bool = False) -> None:
         self.snapshot = snap

@@ -49,6 +49,7 @@ class HelpScreen(ModalScreen[None]):
     """
     BINDINGS = [
         Binding("escape,question_mark", "close", "Close", show=False),
+        Binding("q", "app.quit", "Quit", show=False),  # a dialog hides the app's own keys
     ]
 
     def __init__(self, *, replay: bool = False) -> None:

@@ -54,6 +54,9 @@ class KillScreen(ModalScreen[bool]):
     BINDINGS = [
         Binding("y", "answer(True)", "Kill", show=False),
         Binding("n,escape", "answer(False)", "Keep", show=False),
+        # A dialog hides the app's keys; these two work here as everywhere (q keeps the process).
+        Binding("q", "app.quit", "Quit", show=False),
+        Binding("question_mark", "app.help", "Help", show=False),
     ]
 
     def __init__(self, proc: ProcessSample, grace: float) -> None:

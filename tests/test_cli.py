@@ -112,6 +112,40 @@ def test_headless_recording_of_the_demo(tmp_path: Path) -> None:
     assert len(snaps) == 3 and len(snaps[0].devices) == 8
 
 
+def test_the_demo_keeps_to_the_devices_asked_for(capsys: pytest.CaptureFixture[str],
+                                                 tmp_path: Path) -> None:
+    assert main(["--demo", "--once", "--devices", "0,2"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("NVIDIA H100 80GB HBM3") == 2
+    assert main(["--demo", "--once", "--json", "--devices", "0,2"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [d["index"] for d in doc["devices"]] == [0, 2]
+    assert {p["device_index"] for p in doc["processes"]} == {0, 2}
+    assert {lk["device_index"] for lk in doc["links"]} == {0, 2}
+    out_file = tmp_path / "run.gputop"
+    assert main(["--demo", "--record", str(out_file), "--headless", "--count", "2",
+                 "--interval", "0.05", "--devices", "2"]) == 0
+    assert [[d.index for d in s.devices] for s in read_recording(out_file).snapshots] == [[2], [2]]
+    assert main(["serve", "--demo", "--once", "--devices", "0,2"]) == 0
+    scrape = capsys.readouterr().out
+    assert 'gpu="0"' in scrape and 'gpu="2"' in scrape and 'gpu="1"' not in scrape
+
+
+def test_the_demo_dashboard_is_read_only_and_keeps_to_its_devices(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from gputop.ui.app import GputopApp
+
+    seen: dict[str, GputopApp] = {}
+    monkeypatch.setattr(GputopApp, "run", lambda self, **kw: seen.setdefault("app", self))
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True)
+    assert main(["--demo", "--devices", "0,2"]) == 0
+    app = seen["app"]
+    # Its processes exist only in the recording: nothing to signal, as in replay.
+    assert app.readonly and app.kill_policy.readonly
+    assert [d.index for d in app.feed.feed.poll_once().devices] == [0, 2]  # type: ignore
+
+
 def test_recording_into_a_missing_directory_is_one_line(tmp_path: Path) -> None:
     r = gputop("--demo", "--record", str(tmp_path / "no" / "such" / "dir.gputop"),
                "--count", "1")

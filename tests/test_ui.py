@@ -52,7 +52,6 @@ from gputop.ui.widgets.gpu_card import GpuCard
 from gputop.ui.widgets.gpu_row import GpuRow, row_content
 from gputop.ui.widgets.history_graph import GAP, HistoryGraph, graph_line
 from gputop.ui.widgets.process_table import ProcessTable
-
 from waiting import until, within
 
 T0 = 1_800_000_000.0  # every synthetic snapshot is taken at T0 + tick

@@ -119,7 +119,7 @@ def live_poller(args: argparse.Namespace, *, slow_interval: float = 5.0) -> Any:
 def demo_feed(args: argparse.Namespace) -> Any:
     from gputop.replay import RecordingFeed, demo_path
 
-    return RecordingFeed.from_file(demo_path())
+    return RecordingFeed.from_file(demo_path(), interval=args.interval, devices=args.devices)
 
 
 def _call_with_timeout(fn: Callable[[], Snapshot], timeout: float) -> Snapshot:
@@ -215,14 +215,18 @@ def run_record_headless(args: argparse.Namespace, err: TextIO) -> int:
 def run_dashboard(args: argparse.Namespace) -> int:
     from gputop.ui.app import GputopApp
 
-    feed = demo_feed(args) if args.demo else live_poller(args)
+    source = demo_feed(args) if args.demo else live_poller(args)
+    feed: Any = source
     writer = None
     if args.record:
         writer = open_recording(args, {"interval": args.interval})
         feed = RecordingTee(feed, writer)
     feed = with_diagnostics(feed)
+    if args.demo:
+        source.on_loop = feed.reset  # the findings of one pass do not run into the next
     try:
-        app = GputopApp(feed, interval=args.interval, readonly=args.readonly,
+        # The demo's processes exist only in the recording: nothing to kill.
+        app = GputopApp(feed, interval=args.interval, readonly=args.readonly or args.demo,
                         mouse=not args.no_mouse, ansi=args.ansi,
                         title_suffix=" (demo recording)" if args.demo else "")
         feed.listener = app.set_findings
@@ -234,26 +238,50 @@ def run_dashboard(args: argparse.Namespace) -> int:
     return 0
 
 
-class DiagnosedFeed:
-    """A feed that runs the diagnostics engine over every snapshot (in a worker thread: a few ms
-    a tick) and hands the open Findings to `listener` (the dashboard's findings panel)."""
+DIAGNOSE_EVERY_S = 1.0
 
-    def __init__(self, feed: Any, engine: Any) -> None:
+
+class DiagnosedFeed:
+    """A feed that runs the diagnostics engine over its snapshots (in a worker thread: a few ms
+    a tick) and hands the open Findings to `listener` (the dashboard's findings panel).
+
+    The engine is given at most one snapshot a second: its rules read windows of a minute or
+    more, and the window it keeps (ten minutes) then holds as many snapshots at --interval 0.2
+    as at 1 s, so memory does not grow with the polling rate."""
+
+    def __init__(self, feed: Any, engine: Any, *,
+                 new_engine: Callable[[], Any] | None = None) -> None:
         self.feed = feed
         self.engine = engine
+        self._new_engine = new_engine
         self.listener: Callable[[list[Any]], None] | None = None
+        self._last: float | None = None  # time of the last snapshot diagnosed
 
     def poll_once(self) -> Snapshot:
         snap = self.feed.poll_once()
-        self._tell(self.engine.update(snap))
+        if self._due(snap):
+            self._tell(self.engine.update(snap))
         return snap
 
     async def stream(self, interval: float) -> Any:
         import asyncio
 
         async for snap in self.feed.stream(interval):
-            self._tell(await asyncio.to_thread(self.engine.update, snap))
+            if self._due(snap):
+                self._tell(await asyncio.to_thread(self.engine.update, snap))
             yield snap
+
+    def _due(self, snap: Snapshot) -> bool:
+        if self._last is not None and snap.time - self._last < 0.9 * DIAGNOSE_EVERY_S:
+            return False
+        self._last = snap.time
+        return True
+
+    def reset(self) -> None:
+        """Starts over with a fresh engine (the demo starts its recording over)."""
+        if self._new_engine is not None:
+            self.engine = self._new_engine()
+            self._last = None
 
     def _tell(self, findings: list[Any]) -> None:
         if self.listener is not None:
@@ -266,7 +294,7 @@ class DiagnosedFeed:
 def with_diagnostics(feed: Any) -> DiagnosedFeed:
     from gputop.diagnose import default_engine
 
-    return DiagnosedFeed(feed, default_engine())
+    return DiagnosedFeed(feed, default_engine(), new_engine=default_engine)
 
 
 class RecordingTee:

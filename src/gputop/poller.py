@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import socket
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Protocol
 
 from gputop import __version__
@@ -112,13 +113,9 @@ class Poller:
         return await asyncio.to_thread(self.poll_once)
 
     async def stream(self, interval: float) -> AsyncIterator[Snapshot]:
-        """One Snapshot every `interval` seconds. A slow poll stretches the interval instead of
-        stacking polls up."""
-        loop = asyncio.get_running_loop()
-        while True:
-            started = loop.time()
+        """One Snapshot every `interval` seconds, on a clock (see `ticks`)."""
+        async for _ in ticks(interval):
             yield await self.poll()
-            await asyncio.sleep(max(0.0, interval - (loop.time() - started)))
 
     def close(self) -> None:
         for src in self.sources:
@@ -127,6 +124,25 @@ class Poller:
             except Exception:  # closing must never mask the reason we are closing
                 pass
         self.sources.clear()
+
+
+async def ticks(interval: float, *, clock: Callable[[], float] | None = None,
+                sleep: Callable[[float], Awaitable[object]] | None = None,
+                ) -> AsyncIterator[float]:
+    """Yields at start, start + interval, start + 2 interval, ... (the deadline it is for), so
+    the time spent on a tick (a poll, the consumer's work) does not add up into drift. A tick
+    that ends past the next deadline skips to the one after: a slow poll stretches the interval
+    instead of stacking polls up, and the ticks stay on the clock."""
+    now = clock or time.monotonic
+    wait = sleep or asyncio.sleep
+    deadline = now()
+    while True:
+        yield deadline
+        deadline += interval
+        late = now() - deadline
+        if late > 0 and interval > 0:
+            deadline += math.ceil(late / interval) * interval
+        await wait(deadline - now())
 
 
 def _shift(obj, attr: str, offset: int):  # type: ignore[no-untyped-def]

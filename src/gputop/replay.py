@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
+import itertools
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -11,7 +11,8 @@ from importlib import resources
 from pathlib import Path
 
 from gputop.errors import RecordingError
-from gputop.model import Missing, Snapshot
+from gputop.model import DeviceSample, Missing, Snapshot
+from gputop.poller import ticks
 from gputop.recording import RecordingReader, from_record
 
 DEMO_FILE = "demo-8xh100.jsonl.gz"
@@ -24,11 +25,19 @@ def demo_path() -> Path:
 
 class RecordingFeed:
     """Plays Snapshots at `interval`, re-timed to the wall clock (so data age reads as live) and,
-    with `loop`, starting over at the end."""
+    with `loop`, starting over at the end.
+
+    Re-timed, a tick's time is when it is shown: played faster than recorded (`interval` shorter
+    than the recording's own), the recording's seconds pass faster, never the clock. Every time
+    a tick carries moves with it (the probe's readings, Xids, when a GPU was lost); processes
+    keep the age they had when recorded. `devices` keeps only those GPU indexes, as the poller
+    does; `on_loop` is called when the recording starts over."""
 
     def __init__(self, snapshots: Sequence[Snapshot | dict], *, loop: bool = True,
                  retime: bool = True, clock: Callable[[], float] = time.time,
-                 warning: str | None = None) -> None:
+                 warning: str | None = None, interval: float | None = None,
+                 devices: set[int] | None = None,
+                 on_loop: Callable[[], None] | None = None) -> None:
         if not snapshots:
             raise RecordingError("the recording holds no snapshots")
         # Snapshots, or ticks in record form decoded when played (a day is 86,400 of them).
@@ -36,9 +45,14 @@ class RecordingFeed:
         self.loop = loop
         self.retime = retime
         self.warning = warning
+        self.interval = interval
+        self.devices = devices
+        self.on_loop = on_loop
+        self.loops = 0  # times the recording started over
         self._clock = clock
         self._i = 0
-        self._offset: float | None = None
+        self._start: tuple[float, float] | None = None  # (wall time, recording time) of a loop
+        self._spacing: float | None = None
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], **kw: object) -> RecordingFeed:
@@ -54,25 +68,55 @@ class RecordingFeed:
             if not self.loop:
                 return None
             self._i = 0
-            self._offset = None
-        snap = self.snapshots[self._i]
-        if isinstance(snap, dict):
-            snap = self.snapshots[self._i] = from_record(snap)
+            self._start = None
+            self.loops += 1
+            if self.on_loop is not None:
+                self.on_loop()
+        snap = self._snapshot(self._i)
         self._i += 1
+        if self.devices is not None:
+            snap = only_devices(snap, self.devices)
         if self.retime:
             snap = self._shift(snap)
         return snap
 
+    def _snapshot(self, i: int) -> Snapshot:
+        snap = self.snapshots[i]
+        if isinstance(snap, dict):
+            snap = self.snapshots[i] = from_record(snap)
+        return snap
+
+    def spacing(self) -> float:
+        """The recording's own seconds between ticks (its median)."""
+        if self._spacing is None:
+            n = min(len(self.snapshots), 61)
+            times = [self._snapshot(i).time for i in range(n)]
+            gaps = sorted(b - a for a, b in itertools.pairwise(times) if b > a)
+            self._spacing = gaps[len(gaps) // 2] if gaps else 1.0
+        return self._spacing
+
     def _shift(self, snap: Snapshot) -> Snapshot:
-        """Moves the recording to now, keeping its own pace and the processes' ages."""
-        if self._offset is None:
-            self._offset = self._clock() - snap.time
-        off = self._offset
+        """Moves the recording to now, at the pace it is played, keeping the processes' ages."""
+        if self._start is None:
+            self._start = (self._clock(), snap.time)
+        wall0, rec0 = self._start
+        scale = 1.0 if self.interval is None else self.interval / self.spacing()
+
+        def at(t: float) -> float:
+            return wall0 + (t - rec0) * scale
+
+        new_time = at(snap.time)
+        age_shift = new_time - snap.time  # a process's age at this tick stays as recorded
         procs = tuple(
-            p if isinstance(p.create_time, Missing)
-            else dataclasses.replace(p, create_time=p.create_time + off)
+            dataclasses.replace(
+                p,
+                create_time=p.create_time if isinstance(p.create_time, Missing)
+                else p.create_time + age_shift,
+                probe=None if p.probe is None else dataclasses.replace(p.probe,
+                                                                       ts=at(p.probe.ts)))
             for p in snap.processes)
-        return dataclasses.replace(snap, time=snap.time + off, processes=procs)
+        devices = tuple(_shift_device(d, at) for d in snap.devices)
+        return dataclasses.replace(snap, time=new_time, processes=procs, devices=devices)
 
     def poll_once(self) -> Snapshot:
         snap = self.next()
@@ -81,9 +125,33 @@ class RecordingFeed:
         return snap
 
     async def stream(self, interval: float) -> AsyncIterator[Snapshot]:
-        while (snap := self.next()) is not None:
+        if interval > 0:
+            self.interval = interval
+        async for _ in ticks(interval):
+            snap = self.next()
+            if snap is None:
+                return
             yield snap
-            await asyncio.sleep(interval)
 
     def close(self) -> None:
         pass
+
+
+def _shift_device(d: DeviceSample, at: Callable[[float], float]) -> DeviceSample:
+    if d.lost is None and not d.xids:
+        return d
+    lost = d.lost
+    if lost is not None and lost.since is not None:
+        lost = dataclasses.replace(lost, since=at(lost.since))
+    xids = tuple(dataclasses.replace(x, time=at(x.time)) for x in d.xids)
+    return dataclasses.replace(d, lost=lost, xids=xids)
+
+
+def only_devices(snap: Snapshot, devices: set[int]) -> Snapshot:
+    """The Snapshot as a poller with `--devices` would have taken it: only those GPUs, their
+    processes and their links."""
+    return dataclasses.replace(
+        snap,
+        devices=tuple(d for d in snap.devices if d.index in devices),
+        processes=tuple(p for p in snap.processes if p.device_index in devices),
+        links=tuple(lk for lk in snap.links if lk.device_index in devices))

@@ -225,7 +225,8 @@ def open_feed(args: argparse.Namespace) -> Any:
     if args.demo or args.replay:
         from gputop.replay import RecordingFeed, demo_path
 
-        feed = RecordingFeed.from_file(args.replay or demo_path(), loop=True, retime=True)
+        feed = RecordingFeed.from_file(args.replay or demo_path(), loop=True, retime=True,
+                                       interval=args.interval, devices=args.devices)
         if feed.warning:
             print(f"gputop: warning: {feed.warning}", file=sys.stderr)
         return feed

@@ -178,6 +178,10 @@ def screen_text(app: App[Any]) -> str:
     return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
 
 
+def footer_text(app: App[Any]) -> str:
+    return screen_text(app).splitlines()[-1]
+
+
 def table(app: GputopApp) -> ProcessTable:
     return app.dashboard.table
 
@@ -721,10 +725,15 @@ async def test_kill_refuses_other_users_hidden_pids_and_readonly() -> None:
     ro = make_app(readonly=True, terminator=terminator(fake))
     async with ro.run_test(size=(120, 40)) as pilot:
         await show(ro, pilot, [node(0)])
+        assert "Kill" not in footer_text(ro)  # not offered, and k says why
         await pilot.press("k")
         assert not isinstance(ro.screen, KillScreen)
         assert "read-only" in ro.messages[-1]
     assert fake.sent == []
+    rw = make_app(terminator=terminator(fake))
+    async with rw.run_test(size=(120, 40)) as pilot:
+        await show(rw, pilot, [node(0)])
+        assert "k Kill" in footer_text(rw)
 
 
 async def test_kill_a_real_child_process() -> None:

@@ -97,7 +97,8 @@ class GputopApp(App[None]):
         screen = DashboardScreen if replay is None else ReplayDashboardScreen
         self.dashboard = screen(clock=clock, interval=interval, suffix=title_suffix,
                                 table_interval=table_interval, histories=self.histories,
-                                position=replay.status if replay else None)
+                                position=replay.status if replay else None,
+                                readonly=self.kill_policy.readonly)
 
     def get_default_screen(self) -> DashboardScreen:
         return self.dashboard

@@ -6,6 +6,7 @@ lines follow the terminal size; the process table refreshes on a slower cadence 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, cast
@@ -68,8 +69,15 @@ class DashboardScreen(Screen[None]):
 
     def __init__(self, *, clock: Callable[[], float], interval: float, suffix: str,
                  table_interval: float, histories: Mapping[int, GpuHistory],
-                 position: Callable[[float], str] | None = None) -> None:
+                 position: Callable[[float], str] | None = None,
+                 readonly: bool = False) -> None:
         super().__init__()
+        if readonly:  # k still says why nothing is killed, but the footer does not offer it
+            self._bindings = self._bindings.copy()
+            keys = self._bindings.key_to_bindings  # a new dict; its lists are the class's
+            for key, bindings in keys.items():
+                keys[key] = [dataclasses.replace(b, show=False) if b.action == "kill" else b
+                             for b in bindings]
         self._table_interval = table_interval
         self._next_table = 0.0
         self.snapshot: Snapshot | None = None

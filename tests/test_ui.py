@@ -498,6 +498,37 @@ async def test_findings_panel_appears_only_with_findings() -> None:
         assert panel.region.height == 0
 
 
+async def test_sixty_four_gpus_leave_room_for_the_findings_and_processes() -> None:
+    findings = [Finding("warning", f"finding {i}", "detail") for i in range(6)]
+    app = make_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await show(app, pilot, [node(0, n_gpus=64, links=False)])
+        app.set_findings(findings)
+        await pilot.pause()
+        text = screen_text(app)
+        lines = text.splitlines()
+        # The GPUs scroll in what the Findings and a few processes leave them.
+        assert "PROCESSES 65" in text and "finding 4" in text
+        header = next(i for i, line in enumerate(lines) if "PID USER" in line)
+        assert "2210431" in lines[header + 1]
+        assert "Findings (6) 1 more below: Tab here, ↑ ↓" in text and "finding 5" not in text
+        # Every GPU is reachable by keys: the lines scroll to the selection.
+        await pilot.press("tab")
+        assert app.dashboard.gpus.has_focus
+        await pilot.press(*["down"] * 63)
+        await pilot.pause()
+        assert app.dashboard.gpus.selected == 63
+        assert re.search(r"^ +63 H100", screen_text(app), re.M)
+        # So are all the Findings.
+        await pilot.press("tab")
+        assert app.dashboard.findings.has_focus
+        await pilot.press("down", "down")
+        await pilot.pause()
+        text = screen_text(app)
+        assert "finding 5" in text and "finding 0" not in text
+        assert "Findings (6) 1 above: Tab here, ↑ ↓" in text
+
+
 async def test_a_finding_whose_figure_moves_repaints_without_a_layout() -> None:
     """Starvation findings say "47.2 % of step time" and the figure moves every tick: the
     panel repaints, the screen is not laid out again (its height is one line a finding)."""

@@ -16,7 +16,7 @@ from textual.binding import Binding
 from textual.content import Content
 from textual.events import Resize
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Footer, Input
+from textual.widgets import Footer, Input, Static
 
 from gputop.model import Snapshot
 from gputop.ui import styles
@@ -38,7 +38,10 @@ APP_ACTIONS = {"quit", "help"}
 # Columns where the biggest value is the interesting one sort high-to-low first.
 DESCENDING_FIRST = {"gmem", "sm", "cpu", "rss", "time"}
 CHROME_ROWS = 11  # header, warnings, process status + header + a few rows, footer
+# Below the GPUs, however many: the process status line, the table's header and two rows.
+PROCESS_ROWS = 4
 LAYOUTS = (None, COMPACT, CARDS)
+MIN_WIDTH, MIN_HEIGHT = 60, 15  # smaller, the GPU lines lose their figures
 
 
 class DashboardScreen(Screen[None]):
@@ -59,6 +62,23 @@ class DashboardScreen(Screen[None]):
     DashboardScreen > #proc-status {
         background: $panel;
         padding: 0 1;
+    }
+    /* Over everything else (docked, on the top layer) while the terminal is too small. */
+    DashboardScreen {
+        layers: base notice;
+    }
+    DashboardScreen > #too-small {
+        display: none;
+        dock: top;
+        layer: notice;
+        width: 100%;
+        height: 100%;
+        background: $background;
+        content-align: center middle;
+        text-align: center;
+    }
+    DashboardScreen.-too-small > #too-small {
+        display: block;
     }
     """
     BINDINGS = [
@@ -90,6 +110,7 @@ class DashboardScreen(Screen[None]):
         self.filter_input.cursor_blink = False  # a blinking cursor is a timer and a repaint
         self.proc_status = TextLine(id="proc-status")
         self.table = ProcessTable(id="processes")
+        self.too_small = Static(id="too-small")
         self.query_text = ""
         self.sort_column = "gpu"
         self.sort_reverse = False
@@ -97,6 +118,7 @@ class DashboardScreen(Screen[None]):
         self.layout_override: str | None = None
         self._layout_count = -1  # GPUs the layout was chosen for
         self._extra_warnings: tuple[str, ...] = ()
+        self._gpu_rows = -1  # the most rows the GPUs may take
 
     def compose(self) -> ComposeResult:
         yield self.header
@@ -107,6 +129,7 @@ class DashboardScreen(Screen[None]):
         yield self.filter_input
         yield self.table
         yield Footer()
+        yield self.too_small
 
     def on_mount(self) -> None:
         self.table.focus()
@@ -132,6 +155,7 @@ class DashboardScreen(Screen[None]):
             return  # hidden: caught up in on_screen_resume
         self.header.set_snapshot(snap)
         self.warnings.set_warnings((*self._extra_warnings, *snap.warnings))
+        self._fit_gpus()
         now = time.monotonic()
         slow = force_table or self._table_interval <= 0 or now >= self._next_table
         self.gpus.update(snap, slow)
@@ -148,9 +172,11 @@ class DashboardScreen(Screen[None]):
             self.warnings.set_warnings((*self._extra_warnings, *self.snapshot.warnings))
         else:
             self.warnings.set_warnings(self._extra_warnings)
+        self._fit_gpus()
 
     def set_findings(self, findings: Iterable[Any]) -> None:
         self.findings.set_findings(findings)
+        self._fit_gpus()
 
     def on_screen_resume(self) -> None:
         if self.snapshot is not None:
@@ -181,9 +207,28 @@ class DashboardScreen(Screen[None]):
     # -- layout ---------------------------------------------------------------------------------
 
     def on_resize(self, event: Resize) -> None:
+        width, height = self.size
+        small = width < MIN_WIDTH or height < MIN_HEIGHT
+        if small:
+            self.too_small.update(Content.assemble(
+                ("Terminal too small", "bold"),
+                f"\n{width}×{height}: gputop needs {MIN_WIDTH}×{MIN_HEIGHT}\n",
+                ("make the window larger, or q to quit", styles.LABEL)))
+        self.set_class(small, "-too-small")
         self._apply_layout()
 
+    def _fit_gpus(self) -> None:
+        """However many GPUs, the Findings and a few processes stay on screen: the GPUs get
+        the rest of the height and scroll (the selection follows the arrow keys)."""
+        rows = self.size.height - 1 - 1 - PROCESS_ROWS  # header, footer
+        rows -= self.warnings.rows + self.findings.rows
+        rows = max(3, rows)
+        if rows != self._gpu_rows:
+            self._gpu_rows = rows
+            self.gpus.styles.max_height = rows
+
     def _apply_layout(self) -> None:
+        self._fit_gpus()
         width, height = self.size
         self._layout_count = len(self.gpus.indices)
         count = self._layout_count or 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from textual.binding import Binding
 from textual.content import Content
 from textual.widgets import Static
 
@@ -33,28 +34,37 @@ def finding_line(f: Any) -> Content:
     return Content.assemble(*parts)
 
 
-class FindingsPanel(Static):
+MAX_LINES = 5  # findings in view; more scroll (Tab to the panel, then the arrows)
+
+
+class FindingsPanel(Static, can_focus=True):
     DEFAULT_CSS = """
     FindingsPanel {
         height: auto;
-        max-height: 6;
         border-top: solid $foreground 30%;
         border-title-align: left;
         border-title-color: $foreground;
         display: none;
-        overflow-y: auto;
         text-wrap: nowrap;
         text-overflow: ellipsis;
     }
     FindingsPanel.-shown {
         display: block;
     }
+    FindingsPanel:focus {
+        border-top: solid $accent;
+    }
     """
+    BINDINGS = [
+        Binding("up", "scroll_findings(-1)", "Up", show=False),
+        Binding("down", "scroll_findings(1)", "Down", show=False),
+    ]
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.findings: list[Any] = []
         self._shown: tuple[tuple[str, str, str], ...] = ()
+        self._top = 0  # the first finding in view
 
     def set_findings(self, findings: Iterable[Any]) -> None:
         """Show `findings`. The engine hands them over every tick, mostly unchanged: then this
@@ -65,11 +75,38 @@ class FindingsPanel(Static):
         self.findings = found
         if key == self._shown:
             return
-        # One line a finding: while their number stays, so does the panel's height, and a new
-        # figure in a finding repaints the panel without laying out the screen again.
-        resized = len(key) != len(self._shown)
+        # One line a finding, at most MAX_LINES: while their number stays, so does the panel's
+        # height, and a new figure in a finding repaints the panel without laying out the
+        # screen again.
+        resized = min(len(key), MAX_LINES) != min(len(self._shown), MAX_LINES)
         self._shown = key
-        if resized:
-            self.border_title = Content(f"Findings ({len(found)})")
-        self.update(Content("\n").join(finding_line(f) for f in found), layout=resized)
+        self._show(layout=resized)
         self.set_class(bool(found), "-shown")
+        self.can_focus = bool(found)
+
+    def _show(self, layout: bool = False) -> None:
+        count = len(self.findings)
+        self._top = max(0, min(self._top, count - MAX_LINES))
+        self.border_title = title(count, self._top)
+        lines = self.findings[self._top:self._top + MAX_LINES]
+        self.update(Content("\n").join(finding_line(f) for f in lines), layout=layout)
+
+    def action_scroll_findings(self, step: int) -> None:
+        self._top += step
+        self._show()
+
+    @property
+    def rows(self) -> int:
+        """Rows of the screen it takes."""
+        return 1 + min(MAX_LINES, len(self._shown)) if self._shown else 0
+
+
+def title(count: int, top: int = 0) -> Content:
+    """"Findings (6)", and when some are out of view, how many and how to reach them."""
+    if count <= MAX_LINES:
+        return Content(f"Findings ({count})")
+    above, below = top, count - top - MAX_LINES
+    hint = ", ".join(part for part in (f"{above} above" if above else "",
+                                       f"{below} more below" if below else "") if part)
+    return Content.assemble(f"Findings ({count}) ",
+                            (f"{hint}: Tab here, ↑ ↓", styles.LABEL))

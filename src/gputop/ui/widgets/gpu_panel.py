@@ -43,6 +43,7 @@ class GpuPanel(Widget, can_focus=True):
     DEFAULT_CSS = """
     GpuPanel {
         height: auto;
+        overflow-y: auto;  /* the screen bounds its height: the Findings and processes stay */
     }
     GpuPanel > #gpu-rows {
         height: auto;
@@ -162,6 +163,9 @@ class GpuPanel(Widget, can_focus=True):
         if index in self._indices and index != self.selected:
             self.selected = index
             self._show_selection()
+            shown = (self._rows if self.mode == COMPACT else self._cards).get(index)
+            if shown is not None:
+                self.scroll_to_widget(shown, animate=False, immediate=True)
 
     def _show_selection(self) -> None:
         for i, row in self._rows.items():

@@ -37,6 +37,11 @@ class WarningBar(TextLine):
         super().__init__(id=id)
         self.warnings: tuple[str, ...] = ()
 
+    @property
+    def rows(self) -> int:
+        """Rows of the screen it takes."""
+        return 1 if self.warnings else 0
+
     def set_warnings(self, warnings: Sequence[str]) -> None:
         warnings = tuple(warnings)
         if warnings == self.warnings:

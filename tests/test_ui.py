@@ -39,6 +39,7 @@ from gputop.replay import demo_path
 from gputop.testing.synthetic import GIB, h100
 from gputop.ui import GputopApp, terminal_update
 from gputop.ui.history import GpuHistory
+from gputop.ui.keys import OTHER_KEYS
 from gputop.ui.kill import KillPolicy, Terminator
 from gputop.ui.process_rows import build_rows, matches, sort_processes
 from gputop.ui.render import changed_spans
@@ -802,6 +803,37 @@ async def test_help_lists_every_key() -> None:
         assert "PWR CAP" in text and "normal under full load" in text
         await pilot.press("escape")
         assert app.screen is app.dashboard
+
+
+@pytest.mark.parametrize("size", [(80, 24), (40, 10)])
+async def test_help_wraps_instead_of_cutting(size: tuple[int, int]) -> None:
+    app = make_app()
+    async with app.run_test(size=size) as pilot:
+        await show(app, pilot, [node(0)])
+        await pilot.press("question_mark")
+        await pilot.pause()
+        help_text = app.screen.query_one("#help-text")
+        lines = str(help_text.render()).splitlines()
+        box = help_text.content_region
+        assert all(len(line.rstrip()) <= box.width for line in lines)
+        words = " ".join(" ".join(lines).split())
+        for _, text in OTHER_KEYS:
+            assert text in words  # every description whole, if on two lines
+        if size == (80, 24):
+            assert re.search(r"click a +│\S*\n +│ +header to sort", screen_text(app))
+
+
+async def test_a_terminal_too_small_says_so() -> None:
+    app = make_app()
+    async with app.run_test(size=(40, 10)) as pilot:
+        await show(app, pilot, [node(0)])
+        await pilot.pause()
+        text = screen_text(app)
+        assert "Terminal too small" in text and "40×10: gputop needs 60×15" in text
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        text = screen_text(app)
+        assert "too small" not in text and "PROCESSES 9" in text
 
 
 async def test_topology_view_shows_the_matrix_and_every_link() -> None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import textwrap
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.content import Content
+from textual.events import Resize
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
@@ -13,18 +16,29 @@ from gputop.ui import styles
 from gputop.ui.keys import APP_KEYS, LEGEND, OTHER_KEYS, REPLAY_KEYS
 
 
-def help_content(replay: bool = False) -> Content:
+def help_content(replay: bool = False, width: int | None = None) -> Content:
+    """Every key and glyph with what it does. Given a `width`, a description too long for it
+    goes on under itself, on the next lines, instead of being cut."""
     rows: list[tuple[str, str]] = [(k.display or k.keys, k.help) for k in APP_KEYS]
     rows += list(OTHER_KEYS)
     replay_rows = [(k.display or k.keys, k.help) for k in REPLAY_KEYS] if replay else []
-    width = max(len(k) for k, _ in [*rows, *replay_rows, *LEGEND]) + 2
+    key_width = max(len(k) for k, _ in [*rows, *replay_rows, *LEGEND]) + 2
+    room = None if width is None else max(12, width - key_width)
+
+    def entry(key: str, text: str, style: str = "") -> list[Content]:
+        parts = [text]
+        if room is not None and len(text) > room:
+            parts = textwrap.wrap(text, room, break_on_hyphens=False)
+        return [Content.assemble((key.ljust(key_width) if i == 0 else " " * key_width, "bold"),
+                                 (part, style)) for i, part in enumerate(parts)]
+
     lines = [Content("Keys").stylize("bold $accent")]
-    lines += [Content.assemble((k.ljust(width), "bold"), (h, "")) for k, h in rows]
+    lines += [line for k, h in rows for line in entry(k, h)]
     if replay_rows:
         lines += [Content(""), Content("Replay").stylize("bold $accent")]
-        lines += [Content.assemble((k.ljust(width), "bold"), (h, "")) for k, h in replay_rows]
+        lines += [line for k, h in replay_rows for line in entry(k, h)]
     lines += [Content(""), Content("On the dashboard").stylize("bold $accent")]
-    lines += [Content.assemble((k.ljust(width), "bold"), (h, styles.LABEL)) for k, h in LEGEND]
+    lines += [line for k, h in LEGEND for line in entry(k, h, styles.LABEL)]
     return Content("\n").join(lines)
 
 
@@ -60,7 +74,12 @@ class HelpScreen(ModalScreen[None]):
         box = VerticalScroll()
         box.border_title = "gputop help"
         with box:
-            yield Static(help_content(self.replay))
+            yield Static(help_content(self.replay), id="help-text")
+
+    def on_resize(self, event: Resize) -> None:
+        # The box's border and padding, and the scrollbar it shows when the text is taller.
+        room = event.size.width - 4 - 2
+        self.query_one("#help-text", Static).update(help_content(self.replay, room))
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -38,6 +38,7 @@ from gputop.recording import read_recording
 from gputop.replay import demo_path
 from gputop.testing.synthetic import GIB, h100
 from gputop.ui import GputopApp, terminal_update
+from gputop.ui import format as fmt
 from gputop.ui.history import GpuHistory
 from gputop.ui.keys import OTHER_KEYS
 from gputop.ui.kill import KillPolicy, Terminator
@@ -210,6 +211,20 @@ def test_markup_in_a_process_name_is_shown_as_typed() -> None:
     assert text.plain == "[bold red]root[/] [link=http://x]y"
     assert text.spans == []
     assert safe_content("[b]x[/b]").plain == "[b]x[/b]"
+
+
+def test_a_command_shows_its_program_and_argv_zero_whole() -> None:
+    # argv[0] is the process's own word: a slash in it is no directory, and a program that
+    # calls itself something else is named first.
+    assert fmt.command(("[red]x[/red]", "1000"), "sleep") == "sleep: [red]x[/red] 1000"
+    assert fmt.command(("sshd: root@pts/0",), "sleep") == "sleep: sshd: root@pts/0"
+    assert fmt.command(("/usr/bin/python3", "train.py"), "python3") == "python3 train.py"
+    assert fmt.command(("/usr/bin/python3", "/usr/local/bin/torchrun", "--nproc=8"),
+                       "torchrun") == "python3 /usr/local/bin/torchrun --nproc=8"
+    assert fmt.command(("/opt/conda/bin/python3.11", "-u"), "python3.11") == "python3.11 -u"
+    assert fmt.command(("/usr/local/bin/a-very-long-program-name",),
+                       "a-very-long-pro") == "a-very-long-program-name"
+    assert fmt.command(("python",), Missing("no_permission")) == "python"
 
 
 def test_huge_command_lines_are_cut() -> None:
@@ -618,6 +633,18 @@ async def test_process_table_columns_and_literal_untrusted_text() -> None:
         assert "[b]root" in text
         assert "\\x1b]0;pwned\\x07python [red]x[/red]" in text
         assert "slurm:48213" in text and "1h00m" in text
+
+
+async def test_a_disguised_process_shows_its_program_in_the_table_and_the_kill_dialog() -> None:
+    disguised = process(4242, 0, name="sleep", cmdline=("[red]x[/red]", "1000"))
+    app = make_app(kill_policy=KillPolicy(1000, "mlteam"), terminator=terminator(FakeProcesses()))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await show(app, pilot, [node(0, processes=(disguised,))])
+        assert "sleep: [red]x[/red] 1000" in screen_text(app)
+        await pilot.press("k")
+        text = screen_text(app)
+        assert re.search(r"program +sleep", text)
+        assert re.search(r"command +\[red\]x\[/red\] 1000", text)
 
 
 async def test_process_table_repaints_only_the_cells_that_changed() -> None:

@@ -109,15 +109,32 @@ def reason_words(m: Missing) -> str:
 
 
 def command(cmdline: Any, name: Any) -> str:
-    """A command line for a table cell: the program's base name and its arguments."""
+    """A command line for a table cell: the program and its arguments.
+
+    argv[0] is whatever the process says it is (`exec -a` sets it to anything), so only a path
+    loses its directory, and when the program's own name (the kernel's, from its executable)
+    is not what argv names, that name comes first: `sleep: [red]x[/red] 1000`."""
     if not isinstance(cmdline, Missing) and cmdline:
         head, *rest = cmdline
-        return " ".join([os.path.basename(head) or head, *rest])
+        line = " ".join([_program(head) or head, *rest])
+        if not isinstance(name, Missing) and name and not names_program(cmdline, str(name)):
+            return f"{name}: {line}"
+        return line
     if not isinstance(name, Missing) and name:
         return str(name)
     if isinstance(cmdline, Missing) and cmdline.reason == "not_visible":
         return "(other PID namespace)"
     return label(cmdline) if isinstance(cmdline, Missing) else ""
+
+
+def names_program(cmdline: tuple[str, ...], name: str) -> bool:
+    """Whether the command line names the program `name` (the kernel keeps 15 characters of
+    it): as argv[0], or as the script an interpreter runs (a shebang script's own name)."""
+    return any(_program(arg)[:15] == name[:15] for arg in cmdline[:2])
+
+
+def _program(arg: str) -> str:
+    return os.path.basename(arg) if arg.startswith(("/", "./", "../")) else arg
 
 
 _NAME_NOISE = ("NVIDIA ", "Tesla ", "GeForce ", "AMD ", "Radeon ", "Instinct ")

@@ -9,18 +9,24 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from gputop.model import ProcessSample
+from gputop.model import Missing, ProcessSample
 from gputop.ui import format as fmt
 from gputop.ui import styles
 from gputop.ui.text import safe_content
 
 
 def prompt(proc: ProcessSample, grace: float) -> Content:
+    """What is about to be signalled, as text: the program (the kernel's name for it) and the
+    command line in full, argv[0] included, which the process may have set to anything."""
     who = fmt.label(proc.user)
+    name = fmt.label(proc.name)
+    cmdline = (" ".join(proc.cmdline) if not isinstance(proc.cmdline, Missing)
+               else fmt.command(proc.cmdline, proc.name))
     return Content.assemble(
         ("Kill PID ", ""), (str(proc.pid), "bold"), (" on GPU ", ""),
         (str(proc.device_index), "bold"), (" (user ", ""), safe_content(who, "bold"), (")?\n", ""),
-        safe_content(fmt.command(proc.cmdline, proc.name), styles.LABEL, max_length=300),
+        ("program  ", styles.LABEL), safe_content(name, "bold", max_length=100), ("\n", ""),
+        ("command  ", styles.LABEL), safe_content(cmdline, "", max_length=300),
         (f"\n\nSIGTERM now; SIGKILL if still running {grace:.0f} s later.", styles.LABEL),
     )
 

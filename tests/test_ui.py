@@ -856,7 +856,7 @@ async def test_a_terminal_too_small_says_so() -> None:
         await show(app, pilot, [node(0)])
         await pilot.pause()
         text = screen_text(app)
-        assert "Terminal too small" in text and "40×10: gputop needs 60×15" in text
+        assert "Terminal too small" in text and "40x10: gputop needs 60x15" in text
         await pilot.resize_terminal(80, 24)
         await pilot.pause()
         text = screen_text(app)

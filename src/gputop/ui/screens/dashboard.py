@@ -212,7 +212,7 @@ class DashboardScreen(Screen[None]):
         if small:
             self.too_small.update(Content.assemble(
                 ("Terminal too small", "bold"),
-                f"\n{width}×{height}: gputop needs {MIN_WIDTH}×{MIN_HEIGHT}\n",
+                f"\n{width}x{height}: gputop needs {MIN_WIDTH}x{MIN_HEIGHT}\n",
                 ("make the window larger, or q to quit", styles.LABEL)))
         self.set_class(small, "-too-small")
         self._apply_layout()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -197,3 +198,25 @@ def test_replay_of_a_file_of_the_wrong_kind_is_one_line(tmp_path: Path) -> None:
 def test_unknown_command() -> None:
     r = gputop("frobnicate")
     assert r.returncode == 2 and "unknown command" in r.stderr
+
+
+@pytest.mark.parametrize("command", [[], ["replay"]])
+def test_every_option_says_what_it_does(command: list[str],
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main([*command, "--help"])
+    out = capsys.readouterr().out
+    # An option alone on its line, with no words after it nor on the next line, says nothing.
+    lines = out.splitlines()
+    for i, line in enumerate(lines):
+        if re.fullmatch(r"  -[-\w]+(?: [A-Z_]+)?", line):
+            assert lines[i + 1].startswith(" " * 10), f"{line.strip()} has no help text"
+    assert "--no-mouse" in out and "--ansi" in out
+
+
+def test_the_readme_writes_the_glyphs_the_dashboard_shows() -> None:
+    from gputop.ui.status import CROSS
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    assert f"`{CROSS} LOST`" in readme
+    assert "✗" not in readme

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import io
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -196,3 +198,20 @@ def test_shapes_scale_between_reference_models() -> None:
     assert small.hidden == 128 * small.layers and small.vocab == 32000
     assert infer_shape(70e9).layers == 80
     assert infer_shape(8e9, hidden=2048).heads == 16
+
+
+def total(out: str) -> str:
+    found = re.search(r"total per GPU +([\d.]+) GB", out)
+    assert found is not None, out
+    return found.group(1)
+
+
+def test_the_readme_prints_what_its_commands_print() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    rows = re.findall(r"\| ~(\d+) GB \| `gputop plan ([^`]+)` \| ([\d.]+) GB \|", readme)
+    assert len(rows) == 4
+    for published, argv, printed in rows:
+        assert total(run(*argv.split())) == printed, argv
+        assert near(float(printed) * GB, int(published) * GB), argv
+    said = re.search(r"`gputop plan (--params 7B)` prints ([\d.]+) GB", readme)
+    assert said is not None and total(run(*said.group(1).split())) == said.group(2)

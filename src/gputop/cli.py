@@ -346,8 +346,8 @@ def replay_main(argv: Sequence[str]) -> int:
                    help="the recording is still being written: start at its newest tick and "
                         "show new ticks as they are appended")
     p.add_argument("--paused", action="store_true", help="start paused (space plays)")
-    p.add_argument("--no-mouse", action="store_true")
-    p.add_argument("--ansi", action="store_true")
+    p.add_argument("--no-mouse", action="store_true", help="do not capture the mouse")
+    p.add_argument("--ansi", action="store_true", help="use the terminal's 16 ANSI colours")
     args = p.parse_args(argv)
     from gputop.series_index import SeriesIndex
     from gputop.show.table import render

@@ -157,6 +157,31 @@ def test_kill_confirmation(snap_compare: Any) -> None:
     check(snap_compare, series(5), SMALL, "k")
 
 
+def test_help_wraps_at_80x24(snap_compare: Any) -> None:
+    check(snap_compare, series(5), SMALL, "question_mark")
+
+
+def test_too_small(snap_compare: Any) -> None:
+    check(snap_compare, series(5), (40, 10))
+
+
+def test_sixty_four_gpus_keep_the_findings_and_processes(snap_compare: Any) -> None:
+    findings = [Finding("warning", f"GPU {i} thermal slowdown",
+                        "SM 1050/1980 MHz, 1 °C from the slowdown temperature")
+                for i in range(6)]
+    check(snap_compare, [node(t, n_gpus=64, util=sawtooth, links=False) for t in range(3)],
+          (160, 48), findings=findings)
+
+
+def test_a_disguised_process_in_the_kill_dialog(snap_compare: Any) -> None:
+    disguised = process(4242, 0, name="sleep", cmdline=("[red]x[/red]", "1000"))
+    check(snap_compare, [node(0, processes=(disguised,))], SMALL, "k")
+
+
+def test_read_only_footer(snap_compare: Any) -> None:
+    check(snap_compare, series(5), SMALL, readonly=True)
+
+
 def test_ansi_theme(snap_compare: Any) -> None:
     check(snap_compare, [*series(29, util=sawtooth), troubled(29)], SMALL, ansi=True)
 

@@ -35,7 +35,7 @@ from gputop.model import (
     Topology,
 )
 from gputop.recording import read_recording
-from gputop.replay import demo_path
+from gputop.replay import RecordingFeed, demo_path
 from gputop.testing.synthetic import GIB, h100
 from gputop.ui import GputopApp, terminal_update
 from gputop.ui import format as fmt
@@ -1107,6 +1107,21 @@ async def test_the_demo_recording_plays_through_the_dashboard() -> None:
         await pilot.press("t")
         await pilot.pause()
         assert "NV18" in screen_text(app)
+
+
+@pytest.mark.skipif(not demo_path().exists(), reason="the demo recording is not built")
+async def test_the_demo_shows_the_probes_memory_split_live() -> None:
+    feed = RecordingFeed.from_file(demo_path())
+    feed.skip(300)
+    snap = feed.poll_once()
+    app = make_app(clock=frozen(snap.time + 0.4))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await show(app, pilot, [snap])
+        assert "alloc" in screen_text(app) and "ctx+nccl" in screen_text(app)
+        await pilot.press("tab", "d")
+        await pilot.pause()
+        text = screen_text(app)
+        assert "by the probe" in text and "no process here runs it" not in text
 
 
 def test_widgets_are_importable_without_a_running_app() -> None:

@@ -34,7 +34,8 @@ APP_KEYS: tuple[Key, ...] = (
         show=True),
     Key("t", "topology", "Topology", "NVLink / xGMI topology and links", show=True),
     Key("v", "layout", "Layout", "layout: auto, one line per GPU, cards"),
-    Key("tab", None, "", "move between the GPUs and the processes", display="Tab"),
+    Key("tab", None, "", "move between the GPUs, the Findings and the processes",
+        display="Tab"),
 )
 
 # Only in `gputop replay`. Home and End also work while the process list has the focus (there

@@ -11,7 +11,7 @@ from importlib import resources
 from pathlib import Path
 
 from gputop.errors import RecordingError
-from gputop.model import DeviceSample, Missing, Snapshot
+from gputop.model import DeviceSample, Missing, ProcessSample, Snapshot
 from gputop.poller import ticks
 from gputop.recording import RecordingReader, from_record
 
@@ -107,14 +107,7 @@ class RecordingFeed:
 
         new_time = at(snap.time)
         age_shift = new_time - snap.time  # a process's age at this tick stays as recorded
-        procs = tuple(
-            dataclasses.replace(
-                p,
-                create_time=p.create_time if isinstance(p.create_time, Missing)
-                else p.create_time + age_shift,
-                probe=None if p.probe is None else dataclasses.replace(p.probe,
-                                                                       ts=at(p.probe.ts)))
-            for p in snap.processes)
+        procs = tuple(_shift_process(p, age_shift, at) for p in snap.processes)
         devices = tuple(_shift_device(d, at) for d in snap.devices)
         return dataclasses.replace(snap, time=new_time, processes=procs, devices=devices)
 
@@ -135,6 +128,16 @@ class RecordingFeed:
 
     def close(self) -> None:
         pass
+
+
+def _shift_process(p: ProcessSample, age_shift: float,
+                   at: Callable[[float], float]) -> ProcessSample:
+    change: dict[str, object] = {}
+    if not isinstance(p.create_time, Missing):
+        change["create_time"] = p.create_time + age_shift
+    if p.probe is not None:
+        change["probe"] = dataclasses.replace(p.probe, ts=at(p.probe.ts))
+    return dataclasses.replace(p, **change) if change else p
 
 
 def _shift_device(d: DeviceSample, at: Callable[[float], float]) -> DeviceSample:

@@ -132,12 +132,11 @@ class RecordingFeed:
 
 def _shift_process(p: ProcessSample, age_shift: float,
                    at: Callable[[float], float]) -> ProcessSample:
-    change: dict[str, object] = {}
-    if not isinstance(p.create_time, Missing):
-        change["create_time"] = p.create_time + age_shift
-    if p.probe is not None:
-        change["probe"] = dataclasses.replace(p.probe, ts=at(p.probe.ts))
-    return dataclasses.replace(p, **change) if change else p
+    if isinstance(p.create_time, Missing) and p.probe is None:
+        return p
+    created = p.create_time if isinstance(p.create_time, Missing) else p.create_time + age_shift
+    probe = None if p.probe is None else dataclasses.replace(p.probe, ts=at(p.probe.ts))
+    return dataclasses.replace(p, create_time=created, probe=probe)
 
 
 def _shift_device(d: DeviceSample, at: Callable[[float], float]) -> DeviceSample:

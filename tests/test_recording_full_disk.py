@@ -27,9 +27,10 @@ SNAPS = series(120, 4)
 SEG = 1500  # bytes: a few files for SNAPS
 
 
-def one_second_apart(snaps: list[Any]) -> bool:
-    """The demo's ticks are 1 s apart however fast it is recorded: a gap is a lost tick."""
-    return all(b.time - a.time == pytest.approx(1.0, abs=0.02)
+def evenly_apart(snaps: list[Any], interval: float) -> bool:
+    """The demo's ticks are `interval` apart as recorded (it plays on the wall clock, a tick
+    an interval): a longer gap is a lost tick."""
+    return all(b.time - a.time == pytest.approx(interval, rel=0.25)
                for a, b in itertools.pairwise(snaps))
 
 
@@ -180,7 +181,7 @@ def test_sigkill_of_gputop_record_loses_at_most_the_tick_being_written(
     result = read_recording(path)
     snaps = result.snapshots
     assert len(snaps) >= seen  # every tick seen before the kill is still there
-    assert one_second_apart(snaps)  # none missing in between
+    assert evenly_apart(snaps, 0.01)  # none missing in between
     assert len(segment_paths(path)) > 1 if rotate else len(segment_paths(path)) == 1
     last = segment_paths(path)[-1]
     assert result.warning is None or str(last) in result.warning

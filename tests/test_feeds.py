@@ -128,6 +128,18 @@ def test_the_demo_does_not_drift_from_the_wall_clock(virtual_time: VirtualTime) 
     assert shown[-1][0] - shown[0][0] == pytest.approx(499.0)
 
 
+def test_a_demo_held_up_skips_ticks_instead_of_falling_behind(virtual_time: VirtualTime) -> None:
+    feed = RecordingFeed(series(300), clock=virtual_time)
+    stream = feed.stream(1.0)
+    shown = []
+    for n in range(100):
+        shown += drive(stream, 1, virtual_time, work=2.5 if n % 10 == 9 else 0.3)
+    # Every tenth tick the dashboard is held up 2.5 s: two ticks are skipped, none shown late.
+    assert max(t - snap.time for t, snap in shown) < 0.01
+    assert len({snap.time for _, snap in shown}) == 100
+    assert shown[-1][1].time - shown[0][1].time == pytest.approx(99 + 9 * 2)
+
+
 @pytest.mark.skipif(not demo_path().exists(), reason="the demo recording is not built")
 def test_a_faster_demo_keeps_its_clock_on_the_wall_clock(virtual_time: VirtualTime) -> None:
     feed = RecordingFeed.from_file(demo_path(), clock=virtual_time)

@@ -63,7 +63,9 @@ class RecordingFeed:
     def skip(self, n: int) -> None:
         self._i = min(len(self.snapshots) - 1, self._i + n)
 
-    def next(self) -> Snapshot | None:
+    def _advance(self) -> int | None:
+        """The index of the next tick, moving past it (starting over at the end, with `loop`);
+        None at the end."""
         if self._i >= len(self.snapshots):
             if not self.loop:
                 return None
@@ -72,8 +74,14 @@ class RecordingFeed:
             self.loops += 1
             if self.on_loop is not None:
                 self.on_loop()
-        snap = self._snapshot(self._i)
         self._i += 1
+        return self._i - 1
+
+    def next(self) -> Snapshot | None:
+        i = self._advance()
+        if i is None:
+            return None
+        snap = self._snapshot(i)
         if self.devices is not None:
             snap = only_devices(snap, self.devices)
         if self.retime:
@@ -118,12 +126,25 @@ class RecordingFeed:
         return snap
 
     async def stream(self, interval: float) -> AsyncIterator[Snapshot]:
+        """One tick every `interval` seconds, on a clock. Deadlines missed while the consumer
+        was busy skip their ticks, as a live poll would miss them, so the data never falls
+        behind the clock."""
         if interval > 0:
             self.interval = interval
-        async for _ in ticks(interval):
+        first: float | None = None
+        played = 0
+        async for deadline in ticks(interval):
+            if first is None:
+                first = deadline
+            due = round((deadline - first) / interval) if interval > 0 else played
+            while played < due:
+                if self._advance() is None:
+                    return
+                played += 1
             snap = self.next()
             if snap is None:
                 return
+            played += 1
             yield snap
 
     def close(self) -> None:

@@ -133,6 +133,8 @@ async def ticks(interval: float, *, clock: Callable[[], float] | None = None,
     the time spent on a tick (a poll, the consumer's work) does not add up into drift. A tick
     that ends past the next deadline skips to the one after: a slow poll stretches the interval
     instead of stacking polls up, and the ticks stay on the clock."""
+    import asyncio  # here: --once and headless recording never need it
+
     now = clock or time.monotonic
     wait = sleep or asyncio.sleep
     deadline = now()

@@ -5,9 +5,13 @@ its resident memory (RSS) and CPU time every `--every` seconds for `--seconds`:
 
     python bench/dashboard_soak.py                          # --demo --interval 0.2, 10 min
     python bench/dashboard_soak.py --seconds 120 --every 10 -- --demo --interval 1
+    LD_LIBRARY_PATH=.../fakenvml/build python bench/dashboard_soak.py --seconds 1260 \
+        -- --interval 0.2                                   # live polling, a fake NVML
 
 Prints one line per sample and, at the end, RSS at the first minute and at the end, its
-growth, and the CPU used over the run as % of one core."""
+growth, and the CPU used over the run as % of one core. The diagnostics keep ten minutes of
+ticks (one a second, whatever the interval), so live polling grows for ten minutes and is flat
+after: runs longer than that also print the growth after the tenth minute."""
 
 from __future__ import annotations
 
@@ -50,7 +54,9 @@ def main() -> int:
             cpu0 = sum(proc.cpu_times()[:2])
             samples: list[tuple[float, float]] = []
             last_cpu, last_t = cpu0, start
-            while (t := time.monotonic() - start) <= args.seconds:
+            for n in range(int(args.seconds // args.every) + 1):
+                time.sleep(max(0.0, start + n * args.every - time.monotonic()))
+                t = time.monotonic() - start
                 rss = proc.memory_info().rss / 2**20
                 cpu = sum(proc.cpu_times()[:2])
                 now = time.monotonic()
@@ -58,7 +64,6 @@ def main() -> int:
                 last_cpu, last_t = cpu, now
                 samples.append((t, rss))
                 print(f"{t:6.0f} {rss:8.1f} {pct:6.1f}", flush=True)
-                time.sleep(max(0.0, args.every - (time.monotonic() - start - t)))
             cpu_total = sum(proc.cpu_times()[:2]) - cpu0
             elapsed = time.monotonic() - start
         finally:
@@ -68,6 +73,9 @@ def main() -> int:
     print(f"RSS at 1 min {after_warmup:.1f} MiB, at {samples[-1][0]:.0f} s {end:.1f} MiB "
           f"(growth {end - after_warmup:+.1f} MiB); peak {max(r for _, r in samples):.1f} MiB; "
           f"CPU {100 * cpu_total / elapsed:.1f} % of one core")
+    if args.seconds > 660:  # the diagnostics keep ten minutes of ticks: flat from then on
+        at10 = next(r for t, r in samples if t >= 600)
+        print(f"after 10 min: {at10:.1f} MiB, then {end - at10:+.1f} MiB to the end")
     return 0
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.cli import main
+from gputop.commands.main import main
 from gputop.model import Snapshot
 from gputop.recording import read_recording
 from gputop.testing.fake_nvml import FakeNvml, Fault
@@ -128,7 +128,7 @@ def test_bad_arguments_exit_2() -> None:
 
 def test_untrusted_process_text_cannot_reach_the_terminal(capsys: pytest.CaptureFixture[str],
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    from gputop.show.table import render
+    from gputop.ui.view.table import render
 
     snap = node(1)
     import dataclasses
@@ -139,7 +139,7 @@ def test_untrusted_process_text_cannot_reach_the_terminal(capsys: pytest.Capture
     assert "\\x1b]0;pwned\\x07 [red]x[/red]" in out
 
 
-REALDATA = Path(__file__).parent / "data" / "realdata" / "nvidia-smi-xml"
+REALDATA = Path(__file__).resolve().parents[1] / "data" / "realdata" / "nvidia-smi-xml"
 
 
 def test_import_nvidia_smi_dumps_then_replay_them(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
 """mem.fragmentation and mem.headroom: what the in-process probe tells the rules about memory.
-(Its loader wait is evidence of loader.starvation: tests/test_diagnose_starvation.py.)"""
+(Its loader wait is evidence of loader.starvation: tests/diagnose/test_starvation.py.)"""
 
 from __future__ import annotations
 

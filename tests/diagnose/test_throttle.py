@@ -15,7 +15,7 @@ from gputop.model import ChildProcess, DeviceSample, HostSample, JobInfo, Proces
 from gputop.testing.synthetic import GIB, node
 
 T0 = 1_800_000_000.0
-REALDATA = Path(__file__).parent / "data" / "realdata" / "nvidia-smi-xml"
+REALDATA = Path(__file__).resolve().parents[1] / "data" / "realdata" / "nvidia-smi-xml"
 COUNTERS = ("sw_power_cap", "sync_boost", "sw_thermal", "hw_thermal", "hw_power_brake")
 
 

@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gputop.cli import main
-from gputop.diagnose.engine import Finding
+from gputop.commands.args import parse_address
+from gputop.commands.main import main
+from gputop.diagnose.types import Finding
 from gputop.errors import GputopError
 from gputop.export.prometheus import (
     DEVICE_METRICS,
@@ -30,14 +31,15 @@ from gputop.export.prometheus import (
     exposition,
     families,
 )
-from gputop.export.serve import Exporter, listen, parse_address
+from gputop.export.server import Exporter, listen
+from gputop.feeds.playback import RecordingFeed, demo_path
 from gputop.model import JobInfo, MigDevice, Missing, ProcessSample, Snapshot
 from gputop.recording import RecordingWriter
-from gputop.replay import RecordingFeed, demo_path
+from gputop.report.summary import SummaryKeeper
 from gputop.safetext import printable
 from gputop.testing.synthetic import node, series
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOW = 1_900_000_000.0
 GPU_LABELS = {"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname",
               "DCGM_FI_DRIVER_VERSION"}
@@ -355,7 +357,7 @@ def test_port_in_use_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: P
 
 def recording(tmp_path: Path) -> Path:
     path = tmp_path / "node.jsonl.gz"
-    with RecordingWriter(path) as w:
+    with RecordingWriter(path, summarizer=SummaryKeeper()) as w:
         for snap in series(3, 2):
             w.write(snap)
     return path

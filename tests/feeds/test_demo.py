@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from gputop.memory_split import memory_splits
+from gputop.feeds.playback import demo_path
 from gputop.model import THROTTLE, DeviceSample, Missing, ProcessSample, Snapshot
+from gputop.model.memory_split import memory_splits
 from gputop.recording import ReadResult, read_recording, read_summary
-from gputop.replay import demo_path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 GENERATOR = ROOT / "tools" / "make_demo.py"
 MiB, GiB = 1 << 20, 1 << 30
 STEADY, STARVED, HOT, LEAK = (30, 130), (130, 330), (450, 520), (520, 600)

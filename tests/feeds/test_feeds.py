@@ -8,10 +8,11 @@ import errno
 import os
 from pathlib import Path
 
-from gputop.cli import RecordingTee
 from gputop.errors import RecordingError
+from gputop.feeds.playback import RecordingFeed
+from gputop.feeds.tee import RecordingTee
 from gputop.recording import RecordingWriter, read_recording
-from gputop.replay import RecordingFeed
+from gputop.report.summary import SummaryKeeper
 from gputop.testing.synthetic import series
 
 
@@ -30,7 +31,7 @@ def test_replay_feed_ends() -> None:
 
 def test_a_full_disk_stops_the_recording_but_not_the_monitor(tmp_path: Path) -> None:
     path = tmp_path / "r.gputop"
-    writer = RecordingWriter(path)
+    writer = RecordingWriter(path, summarizer=SummaryKeeper())
     tee = RecordingTee(RecordingFeed(series(6), loop=False, retime=False), writer)
     got = [tee.poll_once() for _ in range(2)]
     real_write = writer._f.write

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from rich.text import Text
 
-from gputop.cli import main
+from gputop.commands.main import main
 from gputop.errors import GputopError
 from gputop.fleet import model
 from gputop.fleet.model import (
@@ -46,9 +46,9 @@ from gputop.testing.fake_prometheus import (
     error,
 )
 from gputop.ui.fleet import FleetApp, NodeScreen
-from gputop.ui.status import CROSS
+from gputop.ui.view.status import CROSS
 
-DATA = Path(__file__).parent / "data" / "dcgm-exporter"
+DATA = Path(__file__).resolve().parents[1] / "data" / "dcgm-exporter"
 T4_SCRAPE = DATA / "tesla-t4_x1_drv460-470_plus-a10g-k8s-line_PARTLY-DUMMY_datadog-fixture.prom"
 MiB = 1 << 20
 
@@ -482,10 +482,11 @@ def real_fleet(tmp: Path) -> Iterator[tuple[str, dict[str, subprocess.Popen[str]
     """Prometheus scraping node-a (the demo: 8 H100s in training) and node-b (a recording of two
     idle-valued synthetic H100s) every second."""
     from gputop.recording import RecordingWriter
+    from gputop.report.summary import SummaryKeeper
     from gputop.testing import synthetic
 
     recording = tmp / "node-b.gputop"
-    with RecordingWriter(recording) as w:
+    with RecordingWriter(recording, summarizer=SummaryKeeper()) as w:
         for t in range(30):
             w.write(synthetic.node(2, time=1_800_000_000.0 + t, processes=False))
     exporters: dict[str, subprocess.Popen[str]] = {}
@@ -582,7 +583,7 @@ async def test_real_prometheus_two_nodes_then_one_stops_and_is_flagged(tmp_path:
 
 
 def test_the_fleet_model_does_not_import_textual() -> None:
-    code = ("import sys, gputop.fleet.model, gputop.fleet.promql, gputop.fleet.command\n"
+    code = ("import sys, gputop.fleet.model, gputop.fleet.promql, gputop.commands.fleet\n"
             "print([m for m in sys.modules if m.split('.')[0] in ('textual', 'rich')])")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stdout.strip() == "[]"

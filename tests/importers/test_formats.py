@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from gputop.cli import main as gputop_main
-from gputop.diagnose.report import main as report_main
+from gputop.commands.main import main as gputop_main
+from gputop.commands.report import main as report_main
 from gputop.errors import GputopError
 from gputop.importers.formats import import_logs, parse_start, sniff
 from gputop.importers.nvsmi_csv import parse_query_gpu_csv
@@ -31,7 +31,7 @@ from gputop.importers.rocm_smi import parse_rocm_smi_json
 from gputop.model import Missing
 from gputop.recording import read_recording, read_summary
 
-DATA = Path(__file__).parent / "data" / "realdata"
+DATA = Path(__file__).resolve().parents[1] / "data" / "realdata"
 CSV, MON, ROCM = DATA / "nvidia-smi-csv", DATA / "dmon-pmon", DATA / "rocm-smi-json"
 H100_CSV = CSV / "nvidia-h100-80gb-hbm3_x1_drv590.48.01_linux_load_query-gpu.csv"
 H100_MIG_CSV = CSV / "nvidia-h100-mig_x1_drv590.48.01_linux_load_query-gpu.csv"

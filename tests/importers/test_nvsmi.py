@@ -15,7 +15,7 @@ from gputop.importers.nvsmi_topo import parse_topo_matrix
 from gputop.importers.nvsmi_xml import NOT_IN_FILE, parse_nvsmi_xml
 from gputop.model import Missing, Snapshot, Topology
 
-DATA = Path(__file__).parent / "data" / "realdata"
+DATA = Path(__file__).resolve().parents[1] / "data" / "realdata"
 XML = DATA / "nvidia-smi-xml"
 TOPO = DATA / "nvidia-smi-topo"
 MiB = 2**20

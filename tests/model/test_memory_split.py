@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gputop.memory_split import home_processes, memory_split, memory_splits
 from gputop.model import Missing, ProbeStats, ProcessSample, Snapshot
+from gputop.model.memory_split import home_processes, memory_split, memory_splits
 from gputop.testing.synthetic import GIB, node
 
 T0 = 1_800_000_000.0

@@ -12,18 +12,19 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gputop.cli import main
+from gputop.commands.main import main
 from gputop.diagnose import Engine
 from gputop.diagnose.rules import BUILTIN, health
 from gputop.export.prometheus import ExportState, exposition, families
 from gputop.model import Missing, Snapshot, XidEvent
-from gputop.poller import Poller
 from gputop.recording import RecordingWriter, from_record, read_recording, to_record
+from gputop.report.summary import SummaryKeeper
 from gputop.sources.nvml import NvmlSource
+from gputop.sources.poller import Poller
 from gputop.testing.fake_nvml import FakeNvml, Fault, XidAt
 from gputop.testing.synthetic import node, series
 from gputop.ui.screens.detail import title_content, xid_lines
-from gputop.ui.status import CROSS
+from gputop.ui.view.status import CROSS
 
 NOT_SUPPORTED, UNKNOWN = 3, 999
 T0 = 1_800_000_000.0
@@ -190,7 +191,7 @@ def test_healthy_ticks_and_recordings_without_xids_stay_quiet() -> None:
     snap = from_record(rec)
     assert [(d.xid_count, d.xids) for d in snap.devices] == [(0, ()), (0, ())]
     assert health.check_xid([snap]) == []
-    # The bundled demo's whole story (tests/test_diagnose_report.py) has no Xid finding either.
+    # The bundled demo's whole story (tests/report/test_recap.py) has no Xid finding either.
 
 
 # ----------------------------------------------------------------------------------------------
@@ -202,7 +203,7 @@ def test_a_recording_keeps_the_xids_and_their_times(tmp_path: Path) -> None:
     ticks, _, _, _ = watched(snaps, [XidAt(tick=2, device=1, xid=13),
                                      XidAt(tick=5, device=3, xid=79)])
     path = tmp_path / "run.gputop"
-    with RecordingWriter(path, keyframe_every=3) as w:
+    with RecordingWriter(path, keyframe_every=3, summarizer=SummaryKeeper()) as w:
         for t in ticks:
             w.write(t)
     back = read_recording(path).snapshots

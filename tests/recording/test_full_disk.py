@@ -16,11 +16,14 @@ from typing import Any
 
 import pytest
 
-import gputop.recording
-from gputop.cli import RecordingTee, main, with_diagnostics
+import gputop.recording.writer
+from gputop.commands.main import main
 from gputop.errors import RecordingError
+from gputop.feeds.diagnosed import with_diagnostics
+from gputop.feeds.playback import RecordingFeed
+from gputop.feeds.tee import RecordingTee
 from gputop.recording import RecordingWriter, read_recording, segment_paths
-from gputop.replay import RecordingFeed
+from gputop.report.summary import SummaryKeeper
 from gputop.testing.synthetic import series
 
 SNAPS = series(120, 4)
@@ -49,7 +52,7 @@ class Disk:
             f = real_open(path, mode, *args, **kw)
             return FillingFile(f, self) if "x" in mode else f
 
-        monkeypatch.setattr(gputop.recording, "open", fake_open, raising=False)
+        monkeypatch.setattr(gputop.recording.writer, "open", fake_open, raising=False)
 
 
 class FillingFile:
@@ -77,7 +80,7 @@ def test_a_full_disk_keeps_every_tick_written_before(tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "run.gputop"
     Disk(monkeypatch, room=2000)
-    w = RecordingWriter(path)
+    w = RecordingWriter(path, summarizer=SummaryKeeper())
     with pytest.raises(RecordingError, match="No space left on device"):
         for s in SNAPS:
             w.write(s)
@@ -94,7 +97,7 @@ def test_a_disk_full_as_the_next_file_begins_keeps_the_files_before(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "run.gputop"
     disk = Disk(monkeypatch)
-    w = RecordingWriter(path, max_bytes=SEG)
+    w = RecordingWriter(path, max_bytes=SEG, summarizer=SummaryKeeper())
     with pytest.raises(RecordingError, match="No space left on device"):
         for s in SNAPS:
             if len(w.segments) == 3:
@@ -110,7 +113,7 @@ async def test_the_dashboard_says_recording_stopped_and_monitoring_goes_on(
 
     path = tmp_path / "run.gputop"
     disk = Disk(monkeypatch)
-    writer = RecordingWriter(path)
+    writer = RecordingWriter(path, summarizer=SummaryKeeper())
     tee = RecordingTee(RecordingFeed(series(30, 4)), writer)
     feed = with_diagnostics(tee)  # as `gputop --record` composes them
     app = GputopApp(feed, interval=0.01)

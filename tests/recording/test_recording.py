@@ -24,11 +24,12 @@ from gputop.recording import (
     diff,
     read_recording,
 )
+from gputop.report.summary import SummaryKeeper
 from gputop.testing.synthetic import node, series
 
 
 def write(path: Path, snaps, **kw) -> RecordingWriter:
-    with RecordingWriter(path, **kw) as w:
+    with RecordingWriter(path, **kw, summarizer=SummaryKeeper()) as w:
         for s in snaps:
             w.write(s)
     return w
@@ -68,8 +69,9 @@ def test_a_process_that_comes_and_goes_is_recorded(tmp_path: Path) -> None:
 WRITER = """
 import sys, time
 from gputop.recording import RecordingWriter
+from gputop.report.summary import SummaryKeeper
 from gputop.testing.synthetic import series
-w = RecordingWriter(sys.argv[1])
+w = RecordingWriter(sys.argv[1], summarizer=SummaryKeeper())
 for i, s in enumerate(series(10_000, 8)):
     w.write(s)
     print(i + 1, flush=True)
@@ -146,13 +148,13 @@ def test_a_file_of_the_wrong_kind_gets_a_one_line_error(tmp_path: Path, content:
 def test_recording_never_overwrites_a_file(tmp_path: Path) -> None:
     (tmp_path / "exists").write_text("precious")
     with pytest.raises(RecordingError, match="already exists"):
-        RecordingWriter(tmp_path / "exists")
+        RecordingWriter(tmp_path / "exists", summarizer=SummaryKeeper())
     assert (tmp_path / "exists").read_text() == "precious"
 
 
 def test_a_full_disk_stops_recording_and_keeps_what_was_written(tmp_path: Path) -> None:
     path = tmp_path / "full-disk"
-    w = RecordingWriter(path)
+    w = RecordingWriter(path, summarizer=SummaryKeeper())
     snaps = series(5)
     for s in snaps[:3]:
         w.write(s)
@@ -181,7 +183,7 @@ def test_a_full_disk_stops_recording_and_keeps_what_was_written(tmp_path: Path) 
 
 def test_a_reader_follows_a_file_still_being_written(tmp_path: Path) -> None:
     path = tmp_path / "growing"
-    w = RecordingWriter(path)
+    w = RecordingWriter(path, summarizer=SummaryKeeper())
     for s in series(5):
         w.write(s)
     assert len(read_recording(path).snapshots) == 5  # readable while open

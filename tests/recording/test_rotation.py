@@ -26,6 +26,7 @@ from gputop.recording import (
     segment_paths,
     to_record,
 )
+from gputop.report.summary import SummaryKeeper
 from gputop.testing.synthetic import series
 
 SNAPS = series(120, 4)
@@ -39,7 +40,7 @@ def one_second_apart(snaps: list[Any]) -> bool:
 
 
 def record(path: Path, snaps: list[Any], **kw: Any) -> RecordingWriter:
-    with RecordingWriter(path, **kw) as w:
+    with RecordingWriter(path, **kw, summarizer=SummaryKeeper()) as w:
         for s in snaps:
             w.write(s)
     return w
@@ -150,7 +151,7 @@ def test_rotating_never_overwrites_files_of_an_earlier_run(tmp_path: Path) -> No
     path = tmp_path / "run.gputop"
     (tmp_path / "run.gputop.4").write_text("precious")
     with pytest.raises(RecordingError, match=r"run\.gputop\.4 already exists"):
-        RecordingWriter(path, max_bytes=10_000)
+        RecordingWriter(path, max_bytes=10_000, summarizer=SummaryKeeper())
     assert (tmp_path / "run.gputop.4").read_text() == "precious"
     assert not path.exists()
 

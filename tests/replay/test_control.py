@@ -19,24 +19,19 @@ from typing import Any
 import pytest
 
 from gputop.diagnose import Engine, default_engine
-from gputop.diagnose.engine import Finding
 from gputop.diagnose.rules.memory import GROWTH
 from gputop.diagnose.rules.starvation import STARVATION
 from gputop.diagnose.rules.throttle import THERMAL
+from gputop.diagnose.types import Finding
+from gputop.feeds.playback import demo_path
 from gputop.recording import RecordingWriter
-from gputop.recording_index import RecordingIndex
-from gputop.replay import demo_path
-from gputop.replay_control import (
-    SPEEDS,
-    FindingsTimeline,
-    ReplayControl,
-    ReplayFeed,
-    SeekError,
-    parse_duration,
-    parse_seek,
-)
+from gputop.recording.index import RecordingIndex
+from gputop.replay.control import SPEEDS, ReplayControl, ReplayFeed
+from gputop.replay.seek import SeekError, parse_duration, parse_seek
+from gputop.replay.timeline import FindingsTimeline
+from gputop.report.summary import SummaryKeeper
 from gputop.testing.synthetic import series
-from waiting import until, within
+from tests.helpers.waiting import until, within
 
 T0 = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC
 TIMES = [T0 + i for i in range(600)]
@@ -77,7 +72,7 @@ def straight(index: RecordingIndex, engine: Engine, ticks: set[int]) -> dict[int
 
 def write(path: Path, n: int, **kw: Any) -> tuple[RecordingWriter, list[Any]]:
     snaps = series(n)
-    writer = RecordingWriter(path, **kw)
+    writer = RecordingWriter(path, **kw, summarizer=SummaryKeeper())
     for s in snaps:
         writer.write(s)
     return writer, snaps
@@ -279,7 +274,7 @@ def test_any_tick_reads_the_same_as_a_straight_read(tmp_path: Path) -> None:
 
 def test_rare_keyframes_still_give_places_to_start_from(tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("gputop.recording_index.MAX_GAP", 8)
+    monkeypatch.setattr("gputop.recording.index.MAX_GAP", 8)
     path = tmp_path / "foreign.gputop"
     writer, snaps = write(path, 30, keyframe_every=10**9)  # one keyframe, then only patches
     writer.close()
@@ -294,7 +289,7 @@ def test_rare_keyframes_still_give_places_to_start_from(tmp_path: Path,
 def test_a_damaged_recording_is_read_up_to_the_damage(tmp_path: Path) -> None:
     path = tmp_path / "run.gputop"
     snaps = series(30)
-    writer = RecordingWriter(path)
+    writer = RecordingWriter(path, summarizer=SummaryKeeper())
     for s in snaps[:20]:
         writer.write(s)
     cut = writer.bytes_written
@@ -315,7 +310,7 @@ def test_a_damaged_recording_is_read_up_to_the_damage(tmp_path: Path) -> None:
 def test_follow_reads_ticks_appended_after_opening(tmp_path: Path) -> None:
     path = tmp_path / "live.gputop"
     snaps = series(8)
-    writer = RecordingWriter(path)
+    writer = RecordingWriter(path, summarizer=SummaryKeeper())
     for s in snaps[:5]:
         writer.write(s)
     with RecordingIndex(path, follow=True) as index:
@@ -356,7 +351,7 @@ def test_a_tick_half_written_waits_until_it_is_whole(tmp_path: Path) -> None:
 def test_the_feed_follows_a_recording_being_written(tmp_path: Path) -> None:
     path = tmp_path / "live.gputop"
     snaps = series(10)
-    writer = RecordingWriter(path, meta={"interval": 1.0})
+    writer = RecordingWriter(path, meta={"interval": 1.0}, summarizer=SummaryKeeper())
     for s in snaps[:4]:
         writer.write(s)
 
@@ -390,7 +385,7 @@ def test_the_feed_follows_a_recording_being_written(tmp_path: Path) -> None:
 
 
 def test_replay_modules_do_not_import_textual() -> None:
-    code = ("import sys, gputop.replay_control, gputop.recording_index\n"
+    code = ("import sys, gputop.replay.control, gputop.recording.index\n"
             "print([m for m in sys.modules if m.split('.')[0] in ('textual', 'rich')])")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stdout.strip() == "[]"
@@ -415,7 +410,7 @@ def screen_text(app: Any) -> str:
 
 
 async def test_replay_keys_drive_the_dashboard(demo: RecordingIndex) -> None:
-    from gputop.ui import GputopApp
+    from gputop.ui.app import GputopApp
     from gputop.ui.screens.help import HelpScreen
     from gputop.ui.screens.replay import SeekScreen
 
@@ -477,7 +472,7 @@ async def test_replay_keys_drive_the_dashboard(demo: RecordingIndex) -> None:
 
 
 async def test_replay_keys_are_not_there_live() -> None:
-    from gputop.ui import GputopApp
+    from gputop.ui.app import GputopApp
 
     app = GputopApp(None, clock=lambda: T0, table_interval=0.0)
     async with app.run_test(size=(120, 40)) as pilot:

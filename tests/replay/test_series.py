@@ -17,10 +17,13 @@ import pytest
 from gputop.diagnose import Engine
 from gputop.diagnose.rules.throttle import THERMAL
 from gputop.recording import RecordingWriter, SeriesReader
-from gputop.replay_control import FindingsTimeline, ReplayFeed, parse_seek
-from gputop.series_index import SeriesIndex
+from gputop.recording.series_index import SeriesIndex
+from gputop.replay.control import ReplayFeed
+from gputop.replay.seek import parse_seek
+from gputop.replay.timeline import FindingsTimeline
+from gputop.report.summary import SummaryKeeper
 from gputop.testing.synthetic import node
-from waiting import until, within
+from tests.helpers.waiting import until, within
 
 T0 = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC
 HOT = range(20, 80)  # ticks GPU 0 and 1 are in thermal slowdown: across the first boundary
@@ -39,7 +42,7 @@ pytestmark = pytest.mark.usefixtures("utc")
 
 
 def record(path: Path, snaps: list[Any], **kw: Any) -> RecordingWriter:
-    with RecordingWriter(path, **kw) as w:
+    with RecordingWriter(path, **kw, summarizer=SummaryKeeper()) as w:
         for s in snaps:
             w.write(s)
     return w
@@ -125,9 +128,10 @@ def test_findings_of_a_condition_across_the_boundary_are_those_of_one_straight_r
 
 def test_follow_goes_on_in_the_file_the_writer_starts_after_opening(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("gputop.series_index.NEXT_SEGMENT_WAIT_S", 0.3)
+    monkeypatch.setattr("gputop.recording.series_index.NEXT_SEGMENT_WAIT_S", 0.3)
     path = tmp_path / "live.gputop"
-    writer = RecordingWriter(path, max_bytes=SEG, meta={"interval": 1.0})
+    writer = RecordingWriter(path, max_bytes=SEG, meta={"interval": 1.0},
+                             summarizer=SummaryKeeper())
     for s in SNAPS[:10]:
         writer.write(s)
 
@@ -213,7 +217,7 @@ def test_replay_once_prints_the_last_tick_of_the_last_file(run: Path) -> None:
 
 def test_follow_of_one_file_grows_though_other_files_are_named_like_it(tmp_path: Path) -> None:
     path = tmp_path / "run.gputop"
-    writer = RecordingWriter(path)
+    writer = RecordingWriter(path, summarizer=SummaryKeeper())
     for s in SNAPS[:5]:
         writer.write(s)
     record(tmp_path / "x", SNAPS[:3], max_bytes=1)

@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from gputop.diagnose.report import CHART_BUCKETS, Trace, main
-from gputop.diagnose.report_html import MAX_POINTS
+from gputop.commands.report import main
 from gputop.model import ProcessSample, SystemInfo
 from gputop.recording import RecordingWriter
+from gputop.report.html import MAX_POINTS
+from gputop.report.recap import CHART_BUCKETS, Trace
+from gputop.report.summary import SummaryKeeper
 from gputop.testing.synthetic import GIB, H100_RESERVED, H100_TOTAL, node
 
 T0 = 1_800_000_000.0
@@ -24,7 +26,7 @@ EVIL_HOST = 'node"><img src=x onerror=alert(2)>'
 
 def leaky_run(path: Path, ticks: int = 150) -> None:
     """GPU 1's process leaks memory; its script name and the host name are hostile."""
-    with RecordingWriter(path) as w:
+    with RecordingWriter(path, summarizer=SummaryKeeper()) as w:
         for t in range(ticks):
             used = 40 * GIB + 50 * MiB * max(0, t - 20)
             s = node(2, time=T0 + t, mem_used=40 * GIB, processes=False)
@@ -73,7 +75,7 @@ def test_the_page_has_the_header_findings_charts_and_summary(page: str) -> None:
 
 
 def test_the_demo_page_shows_every_finding_of_the_text_report(tmp_path: Path) -> None:
-    from gputop.replay import demo_path
+    from gputop.feeds.playback import demo_path
 
     out = tmp_path / "demo.html"
     assert main([str(demo_path()), "--html", str(out)]) == 0
@@ -121,7 +123,7 @@ def test_a_chart_line_cut_in_pieces_merges_into_the_line_of_the_whole() -> None:
 
 def test_an_empty_recording_still_makes_a_page(tmp_path: Path) -> None:
     rec, out = tmp_path / "empty.gputop", tmp_path / "empty.html"
-    RecordingWriter(rec).close()
+    RecordingWriter(rec, summarizer=SummaryKeeper()).close()
     assert main([str(rec), "--html", str(out)]) == 0
     assert "holds no ticks" in out.read_text(encoding="utf-8")
 
@@ -136,8 +138,8 @@ def test_an_unwritable_page_is_a_one_line_error(
 
 
 def test_a_finding_that_comes_back_stays_on_one_lane_of_the_timeline() -> None:
-    from gputop.diagnose.engine import Finding
-    from gputop.diagnose.report_html import _timeline
+    from gputop.diagnose.types import Finding
+    from gputop.report.html import _timeline
 
     def hot(since: float, severity: str) -> Finding:
         return Finding(id="thermal.sw", severity=severity, device=5, pid=None,

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from gputop.diagnose.report import main
+from gputop.commands.report import main
 from gputop.model import Missing, ProcessSample, mark_all
 from gputop.recording import FOOTER_SIZE, RecordingWriter
+from gputop.report.summary import SummaryKeeper
 from gputop.testing.synthetic import GIB, H100_RESERVED, H100_TOTAL, node
 
 T0 = 1_800_000_000.0
@@ -115,7 +116,7 @@ def leaky_lost_run(path: Path) -> None:
     """GPU 1's process leaks (its script name carries a terminal escape); GPU 0 is lost at the
     end."""
     evil = "evil\x1b]0;pwned\x07.py"
-    with RecordingWriter(path) as w:
+    with RecordingWriter(path, summarizer=SummaryKeeper()) as w:
         for t in range(150):
             used = 40 * GIB + 50 * MiB * max(0, t - 20)
             s = node(2, time=T0 + t, mem_used=40 * GIB, processes=False)
@@ -201,7 +202,7 @@ def test_a_wrong_file_is_a_one_line_error(tmp_path: Path, capsys: pytest.Capture
 def test_a_recording_without_ticks_says_so(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rec = tmp_path / "empty.jsonl.gz"
-    RecordingWriter(rec).close()
+    RecordingWriter(rec, summarizer=SummaryKeeper()).close()
     assert main([str(rec)]) == 0
     assert "holds no ticks" in capsys.readouterr().out
     assert gzip.decompress(rec.read_bytes())  # a valid, empty recording

@@ -8,15 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from gputop.cli import main
+from gputop.commands.main import main
 from gputop.recording import RecordingWriter
+from gputop.report.summary import SummaryKeeper
 from gputop.testing.synthetic import series
 
 T0 = 1_800_000_000.0
 
 
 def segmented(path: Path, ticks: int = 60) -> list[Path]:
-    with RecordingWriter(path, max_bytes=1500) as w:
+    with RecordingWriter(path, max_bytes=1500, summarizer=SummaryKeeper()) as w:
         for s in series(ticks, 2, start=T0):
             w.write(s)
     return w.segments

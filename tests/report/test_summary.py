@@ -15,23 +15,23 @@ from typing import Any
 
 import pytest
 
+from gputop.commands.report import main
 from gputop.diagnose import default_engine
 from gputop.diagnose.engine import Engine
-from gputop.diagnose.report import main
-from gputop.diagnose.summary import from_summaries
-from gputop.export_table import export
+from gputop.feeds.playback import demo_path
 from gputop.recording import (
     FOOTER_SIZE,
     RecordingReader,
     RecordingWriter,
-    _footer,
     read_recording,
     read_summary,
     summary_place,
     to_record,
 )
-from gputop.recording_index import RecordingIndex
-from gputop.replay import demo_path
+from gputop.recording.format import footer
+from gputop.recording.index import RecordingIndex
+from gputop.report.summary import SummaryKeeper, from_summaries
+from gputop.report.table import export
 from gputop.testing.synthetic import series
 
 NOTE = ": reading the recording tick by tick\n"
@@ -44,7 +44,7 @@ def demo() -> list[Any]:
 
 def record(path: Path, snaps: list[Any], **kw: Any) -> RecordingWriter:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with RecordingWriter(path, **kw) as w:
+    with RecordingWriter(path, **kw, summarizer=SummaryKeeper()) as w:
         for s in snaps:
             w.write(s)
     return w
@@ -128,7 +128,8 @@ def test_a_run_in_segments_reports_the_same_from_their_summaries(
 def test_a_recording_killed_mid_write_is_read_tick_by_tick_and_finds_the_same(
         tmp_path: Path, demo: list[Any]) -> None:
     done = record(tmp_path / "done.gputop", demo[:120]).path
-    killed = RecordingWriter(tmp_path / "killed.gputop")  # never closed, as after SIGKILL
+    # never closed, as after SIGKILL
+    killed = RecordingWriter(tmp_path / "killed.gputop", summarizer=SummaryKeeper())
     for s in demo[:120]:
         killed.write(s)
     got, _, err = report([killed.path], "--json")
@@ -146,7 +147,8 @@ def test_a_recording_killed_mid_write_is_read_tick_by_tick_and_finds_the_same(
 def test_a_run_in_segments_killed_in_its_last_file_reads_only_that_file_tick_by_tick(
         tmp_path: Path, demo: list[Any]) -> None:
     (tmp_path / "a").mkdir()
-    w = RecordingWriter(tmp_path / "a" / "run.gputop", max_bytes=450_000)
+    w = RecordingWriter(tmp_path / "a" / "run.gputop", max_bytes=450_000,
+                        summarizer=SummaryKeeper())
     for s in demo:
         w.write(s)  # and never closed, as after SIGKILL
     files = w.segments
@@ -232,7 +234,7 @@ def rewrite_summary(path: Path, change: Any) -> None:
     body = change(read_summary(path))
     z = zlib.compressobj(6, zlib.DEFLATED, 31)
     member = z.compress(json.dumps({"summary": body}).encode() + b"\n") + z.flush()
-    path.write_bytes(path.read_bytes()[:at] + member + _footer(at, len(member)))
+    path.write_bytes(path.read_bytes()[:at] + member + footer(at, len(member)))
 
 
 def flip(path: Path, where: int) -> None:
@@ -259,7 +261,7 @@ def bad_finding(s: dict[str, Any]) -> dict[str, Any]:
     (lambda p: p.write_bytes(p.read_bytes()[:-7]), "has no summary"),
     (lambda p: flip(p, ticks_end(p) + 40), "summary is damaged"),
     (lambda p: flip(p, p.stat().st_size - FOOTER_SIZE + 30), "has no summary"),
-    (lambda p: p.write_bytes(p.read_bytes()[:ticks_end(p)] + _footer(ticks_end(p), 9)),
+    (lambda p: p.write_bytes(p.read_bytes()[:ticks_end(p)] + footer(ticks_end(p), 9)),
      "summary footer is damaged"),
     (lambda p: rewrite_summary(p, other_rules), "diagnosed by other rules (gputop 0."),
     (lambda p: rewrite_summary(p, bad_recap), "summary is damaged"),

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from gputop.cli import main
+from gputop.commands.main import main
 from gputop.model import ChildProcess, JobInfo, Missing, ProcessSample, mark_all
 from gputop.recording import RecordingWriter
+from gputop.report.summary import SummaryKeeper
 from gputop.testing.synthetic import GIB, node
 
 T0 = 1_800_000_000.0
@@ -22,7 +23,7 @@ FORMULA = "=HYPERLINK(\"http://x\")"
 def run(path: Path, ticks: int = 4) -> None:
     """2 GPUs; GPU 1 has no fan reading; GPU 0 is lost at the last tick; one process with two
     workers in a Slurm job, whose name would be a spreadsheet formula."""
-    with RecordingWriter(path) as w:
+    with RecordingWriter(path, summarizer=SummaryKeeper()) as w:
         for t in range(ticks):
             s = node(2, time=T0 + t + 0.25, processes=False, util_gpu=float(90 + t))
             d1 = replace(s.devices[1], fan=Missing("unsupported"),

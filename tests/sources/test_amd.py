@@ -22,7 +22,7 @@ from gputop.testing.fake_amdsmi import (
     violation_status,
 )
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "amd"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "amd"
 MIB = 1 << 20
 T0 = 1000.0
 

@@ -12,7 +12,7 @@ from gputop.model import Missing
 from gputop.sources.nvml import NvmlSource
 from gputop.testing.fake_nvml import FakeNvml
 
-DATA = Path(__file__).parent / "data" / "realdata"
+DATA = Path(__file__).resolve().parents[1] / "data" / "realdata"
 SAMPLES = sorted((DATA / "nvidia-smi-xml").glob("*.xml"))
 FIELDS = ("name", "pci_bus_id", "mem_total", "mem_used", "temp_gpu", "power_draw", "power_limit",
           "clock_sm", "clock_mem", "clock_sm_max", "throttle", "pstate", "fan", "pcie_gen_max",

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import gputop.probe as gp
-import gputop.probe_reader as pr
+import gputop.sources.probe_files as pr
 from gputop.model import ProbeStats, ProcessSample
 from gputop.sources.host import HostSource
 

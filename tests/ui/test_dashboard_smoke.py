@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from gputop.replay import RecordingFeed, demo_path
+from gputop.feeds.playback import RecordingFeed, demo_path
 from gputop.ui.app import GputopApp
 from gputop.ui.screens.detail import DetailScreen
 from gputop.ui.screens.help import HelpScreen

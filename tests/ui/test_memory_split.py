@@ -4,37 +4,13 @@ with its own glyph and named in words; without a probe, the bar is used of total
 
 from __future__ import annotations
 
-import dataclasses
-
 from textual.content import Content
 
-from gputop.memory_split import memory_split
-from gputop.model import ProbeStats, ProcessSample, Snapshot
-from gputop.testing.synthetic import GIB
+from gputop.model.memory_split import memory_split
 from gputop.ui import memory
 from gputop.ui.widgets.gpu_card import GpuCard, memory_line
 from gputop.ui.widgets.gpu_row import row_content
-from test_ui import make_app, node, screen_text, show
-
-
-def with_probe(p: ProcessSample, time: float, share: float = 0.75) -> ProcessSample:
-    """A training process whose probe says PyTorch reserved all but 2 GiB of NVML's figure
-    and allocated `share` of it."""
-    reserved = p.gpu_mem - 2 * GIB
-    stats = ProbeStats(ts=time - 0.3, device=p.device_index, allocated=int(reserved * share),
-                       reserved=reserved, steps=1000, step_time_s=0.8, wait_frac=0.01)
-    return dataclasses.replace(p, probe=stats)
-
-
-def probed_node(tick: int = 0, share: float = 0.75) -> Snapshot:
-    """The synthetic 8-GPU node with every training rank probed; the notebook on GPU 7 is not."""
-    s = node(tick)
-    procs = tuple(with_probe(p, s.time, share) if p.user == "mlteam" else p
-                  for p in s.processes)
-    devices = tuple(dataclasses.replace(d, mem_used=sum(p.gpu_mem for p in procs
-                                                         if p.device_index == d.index))
-                    for d in s.devices)
-    return dataclasses.replace(s, devices=devices, processes=procs)
+from tests.helpers.ui import make_app, node, probed_node, screen_text, show
 
 
 def plain(content: Content) -> str:

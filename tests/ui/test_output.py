@@ -18,12 +18,12 @@ import textual.constants
 from rich.cells import cell_len
 from textual._compositor import CompositorUpdate  # the update the app hands to the driver
 
+from gputop.feeds.playback import demo_path
 from gputop.model import Snapshot
 from gputop.recording import read_recording
-from gputop.replay import demo_path
-from gputop.ui import GputopApp
-from gputop.ui.terminal_update import install
-from test_ui import Clock, node, process
+from gputop.ui.app import GputopApp
+from gputop.ui.textual_private import install
+from tests.helpers.ui import Clock, node, process
 
 needs_demo = pytest.mark.skipif(not demo_path().exists(), reason="the demo recording is not built")
 

@@ -2,8 +2,8 @@
 
 The node is the bundled demo recording (8x H100 training) where it is built, played up to a
 chosen tick; the edge cases (16 GPUs, a lost and a hot GPU, hostile process names, a stale
-poll) are synthetic snapshots from test_ui. The clock is frozen and nothing animates, so the
-SVGs are byte-stable. Update with `pytest tests/test_ui_snapshots.py --snapshot-update` after
+poll) are synthetic snapshots from tests/helpers/ui.py. The clock is frozen and nothing animates,
+so the SVGs are byte-stable. Update with `pytest tests/ui/test_snapshots.py --snapshot-update` after
 looking at the change (snapshot_report.html shows the difference)."""
 
 from __future__ import annotations
@@ -16,13 +16,12 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
+from gputop.feeds.playback import demo_path
 from gputop.model import Snapshot
 from gputop.recording import read_recording
-from gputop.replay import demo_path
-from gputop.ui import GputopApp
-from gputop.ui.kill import KillPolicy
-from test_ui import T0, node, process, sawtooth, series, troubled
-from test_ui_memory_split import probed_node
+from gputop.ui.app import GputopApp
+from gputop.ui.view.kill import KillPolicy
+from tests.helpers.ui import T0, node, probed_node, process, sawtooth, series, troubled
 
 SMALL = (80, 24)
 LARGE = (120, 40)

@@ -10,19 +10,10 @@ import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from gputop.commands.args import positive
 from gputop.fleet.model import Fleet, FleetView, Node
 from gputop.fleet.promql import DEFAULT_TIMEOUT, Prometheus
 from gputop.safetext import printable
-
-
-def _positive(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError("must be greater than 0")
-    return v
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,12 +24,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prometheus", required=True, metavar="URL",
                    help="the Prometheus server, e.g. http://prometheus:9090 (a user:password@ "
                         "in it is sent as basic authentication)")
-    p.add_argument("--interval", type=_positive, default=5.0, metavar="SECONDS",
+    p.add_argument("--interval", type=positive, default=5.0, metavar="SECONDS",
                    help="seconds between refreshes (default 5)")
-    p.add_argument("--scrape-interval", type=_positive, default=None, metavar="SECONDS",
+    p.add_argument("--scrape-interval", type=positive, default=None, metavar="SECONDS",
                    help="the nodes' scrape interval (default: what Prometheus' targets say, "
                         "else 15); a node with no sample for two of them is flagged")
-    p.add_argument("--timeout", type=_positive, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+    p.add_argument("--timeout", type=positive, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"seconds to wait for each answer (default {DEFAULT_TIMEOUT:g})")
     p.add_argument("--once", action="store_true", help="print the fleet as a table and exit")
     p.add_argument("--json", action="store_true", help="print the fleet as JSON and exit")

@@ -1,26 +1,26 @@
-"""`gputop serve`: a Prometheus exporter. One thread polls the GPUs (or plays a recording) and runs
-the diagnostics every `--interval`; HTTP scrapes read the latest state and never call NVML."""
+"""The Prometheus exporter of `gputop serve`. One thread polls the GPUs (or plays a recording)
+and runs the diagnostics every `--interval`; HTTP scrapes read the latest state and never call
+NVML."""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import errno
-import signal
 import socket
 import socketserver
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import CollectorRegistry
 
+from gputop.diagnose import Engine
 from gputop.errors import GputopError
 from gputop.export.prometheus import CONTENT_TYPE, ExportState, SnapshotCollector, exposition
+from gputop.feeds import PolledFeed
 
 DEFAULT_ADDRESS = ("127.0.0.1", 9400)  # dcgm-exporter's port: gputop serve stands in for it
 LIVE_INTERVAL = 5.0
@@ -32,7 +32,8 @@ class Exporter:
     `start` runs ticks every `interval` s in a thread. A failed poll is counted and reported once;
     the state it leaves goes stale, and a stale snapshot is not exported."""
 
-    def __init__(self, feed: Any, *, interval: float, hostname: str = "", engine: Any = None,
+    def __init__(self, feed: PolledFeed, *, interval: float, hostname: str = "",
+                 engine: Engine | None = None,
                  err: TextIO | None = None, clock: Callable[[], float] = time.time) -> None:
         self.feed = feed
         self.interval = interval
@@ -151,21 +152,6 @@ def metrics_app(registry: CollectorRegistry) -> Callable[..., Iterable[bytes]]:
     return app
 
 
-def parse_address(text: str) -> tuple[str, int]:
-    """`HOST:PORT`, `:PORT` (every interface), `PORT` (loopback), `[::1]:PORT`."""
-    host, sep, port = text.rpartition(":")
-    if not sep:
-        host, port = DEFAULT_ADDRESS[0], text
-    elif not host:
-        host = "0.0.0.0"
-    host = host.strip("[]")
-    try:
-        number = int(port)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not HOST:PORT: {text!r}") from None
-    if not 0 <= number <= 65535:
-        raise argparse.ArgumentTypeError(f"no such port: {number}")
-    return host, number
 
 
 def listen(address: tuple[str, int], registry: CollectorRegistry) -> WSGIServer:
@@ -189,80 +175,3 @@ def listen(address: tuple[str, int], registry: CollectorRegistry) -> WSGIServer:
 def url(server: WSGIServer) -> str:
     host, port = server.server_address[:2]
     return f"http://{f'[{host}]' if ':' in str(host) else host}:{port}/metrics"
-
-
-# ----------------------------------------------------------------------------------------------
-# the command
-
-
-def build_parser() -> argparse.ArgumentParser:
-    from gputop.cli import _device_list, _positive
-
-    p = argparse.ArgumentParser(
-        prog="gputop serve",
-        description="Serve GPU metrics to Prometheus, with dcgm-exporter's metric names "
-                    "(docs/metrics.md).")
-    p.add_argument("--metrics", type=parse_address, default=DEFAULT_ADDRESS, metavar="ADDR:PORT",
-                   help="where to listen (default 127.0.0.1:9400, dcgm-exporter's port; "
-                        ":9400 or 0.0.0.0:9400 for every interface; port 0 picks a free one)")
-    p.add_argument("--interval", type=_positive, default=None, metavar="SECONDS",
-                   help=f"seconds between polls (default {LIVE_INTERVAL:g}; "
-                        f"{RECORDING_INTERVAL:g} with --demo or --replay)")
-    source = p.add_mutually_exclusive_group()
-    source.add_argument("--demo", action="store_true",
-                        help="serve the bundled recording of an 8-GPU node, looping")
-    source.add_argument("--replay", metavar="FILE", help="serve a recording, looping")
-    p.add_argument("--hostname", default="", metavar="NAME",
-                   help="the Hostname label (default: the recorded or this machine's host name)")
-    p.add_argument("--devices", type=_device_list, default=None, metavar="LIST",
-                   help="only these GPU indexes, e.g. 0,1,4-7")
-    p.add_argument("--once", action="store_true",
-                   help="print one scrape on stdout and exit (no server)")
-    return p
-
-
-def open_feed(args: argparse.Namespace) -> Any:
-    if args.demo or args.replay:
-        from gputop.replay import RecordingFeed, demo_path
-
-        feed = RecordingFeed.from_file(args.replay or demo_path(), loop=True, retime=True)
-        if feed.warning:
-            print(f"gputop: warning: {feed.warning}", file=sys.stderr)
-        return feed
-    from gputop.cli import live_poller
-
-    return live_poller(args)
-
-
-def main(argv: Sequence[str]) -> int:
-    args = build_parser().parse_args(argv)
-    recorded = bool(args.demo or args.replay)
-    interval = args.interval or (RECORDING_INTERVAL if recorded else LIVE_INTERVAL)
-    from gputop.diagnose import default_engine
-
-    feed = open_feed(args)
-    exporter = Exporter(feed, interval=interval, hostname=args.hostname,
-                        engine=default_engine(), err=sys.stderr)
-    try:
-        if args.once:
-            exporter.poll()
-            sys.stdout.buffer.write(exposition(exporter.registry().collect()))
-            sys.stdout.flush()
-            return 0 if exporter.state.ok else 1
-        server = listen(args.metrics, exporter.registry())
-        threading.Thread(target=server.serve_forever, name="gputop-exporter-http",
-                         daemon=True).start()
-        try:
-            exporter.poll()
-            print(f"gputop: serving metrics on {url(server)} every {interval:g} s "
-                  "(Ctrl-C to stop)", file=sys.stderr, flush=True)
-            if threading.current_thread() is threading.main_thread():
-                signal.signal(signal.SIGTERM, lambda *_: exporter.stop())
-            exporter.run()
-        finally:
-            server.shutdown()
-            server.server_close()
-    finally:
-        exporter.stop()
-        feed.close()
-    return 0

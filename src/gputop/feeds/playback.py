@@ -22,6 +22,11 @@ def demo_path() -> Path:
     return Path(str(resources.files("gputop") / "data" / DEMO_FILE))
 
 
+def demo_feed() -> RecordingFeed:
+    """The demo: the bundled recording, looping, re-timed to now."""
+    return RecordingFeed.from_file(demo_path())
+
+
 class RecordingFeed:
     """Plays Snapshots at `interval`, re-timed to the wall clock (so data age reads as live) and,
     with `loop`, starting over at the end."""

@@ -19,10 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gputop.model import ProbeStats, ProcessSample, Snapshot, value
-from gputop.probe_reader import STALE_AFTER_S
+from gputop.model.snapshot import PROBE_STALE_AFTER_S, ProbeStats, ProcessSample, Snapshot, value
 
-MAX_PROBE_AGE_S = STALE_AFTER_S  # as the probe reader: older payloads are a hung or gone process
+MAX_PROBE_AGE_S = PROBE_STALE_AFTER_S  # as the probe reader: older is a hung or gone process
 MiB = 1 << 20
 
 

@@ -135,7 +135,7 @@ class DeviceSample:
     fan: Val[float] = PENDING  # %
     persistence_mode: Val[bool] = PENDING
     compute_capability: Val[str] = PENDING
-    throttle: Val[tuple[str, ...]] = PENDING  # active clock-event reasons, names from THROTTLE
+    throttle: Val[tuple[str, ...]] = PENDING  # active clock-event reasons (model.reasons)
     throttle_time: Val[Mapping[str, float]] = PENDING  # cumulative seconds per reason
     pcie_gen: Val[int] = PENDING
     pcie_gen_max: Val[int] = PENDING
@@ -180,23 +180,6 @@ DeviceSample._measured = tuple(
                       "xids")
 )
 
-# Clock-event (throttle) reasons, vendor-neutral names. NVML bit values in sources/nvml.py.
-THROTTLE = (
-    "gpu_idle",
-    "app_clocks",
-    "sw_power_cap",
-    "hw_slowdown",
-    "sync_boost",
-    "sw_thermal",
-    "hw_thermal",
-    "hw_power_brake",
-    "display_clocks",
-    "board_limit",  # AMD PPT / board power limits
-    "current_limit",  # AMD TDC/EDC
-    "prochot",
-)
-
-
 @dataclass(frozen=True, slots=True)
 class JobInfo:
     """Where a process runs: container, Kubernetes pod, Slurm job. None means "not in one"."""
@@ -229,6 +212,11 @@ class ChildProcess:
     name: str
     cpu_percent: float
     rss: int
+
+
+# A probe publishes every second (docs/probe.md); a payload older than this is a hung or gone
+# process, for the reader of the probe files and for the memory split alike.
+PROBE_STALE_AFTER_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -622,9 +610,9 @@ def mark_all(obj: T, missing: Missing, names: Iterable[str] | None = None) -> T:
 EMPTY_HOST = HostSample()
 __all__ = [
     "PENDING",
+    "PROBE_STALE_AFTER_S",
     "REASONS",
     "SCHEMA",
-    "THROTTLE",
     "UNSUPPORTED",
     "ChildProcess",
     "DeviceSample",

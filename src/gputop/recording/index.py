@@ -26,7 +26,7 @@ from typing import IO, Any
 
 from gputop.errors import RecordingError
 from gputop.model import DeviceSample, Snapshot, from_dict
-from gputop.recording import FORMAT, KEYFRAME_EVERY, VERSION, SnapshotDecoder, apply
+from gputop.recording.format import FORMAT, KEYFRAME_EVERY, VERSION, SnapshotDecoder, apply
 
 CHUNK = 1 << 16  # compressed bytes read at a time
 MAX_GAP = 2 * KEYFRAME_EVERY  # a writer that rarely writes keyframes gets a resume point this often

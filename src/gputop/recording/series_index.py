@@ -20,8 +20,8 @@ from typing import Any
 
 from gputop.errors import RecordingError
 from gputop.model import DeviceSample, Snapshot
-from gputop.recording import _SEGMENT, _segment_order, next_segment, segment_paths
-from gputop.recording_index import CACHE_TICKS, RecordingIndex, TickReader, Timeline
+from gputop.recording.index import CACHE_TICKS, RecordingIndex, TickReader, Timeline
+from gputop.recording.segments import _SEGMENT, _segment_order, next_segment, segment_paths
 
 # A writer opens the next file as it finishes one, but a shared file system may show the new file
 # a while later: following, a finished last file ends the replay only after this long without one.

@@ -1,158 +1,37 @@
-"""Recordings: a run's Snapshots on disk, for postmortems, replay and test fixtures.
-
-Format (docs/recording.md): one gzip stream of UTF-8 JSON lines. The first line is a header; then
-each line is a full snapshot ("k", a keyframe) or a JSON Merge Patch (RFC 7386) against the previous
-snapshot ("d"). Lists of devices, processes and links are stored as objects keyed by their ids so
-that a patch names only what changed. The deflate stream is flushed after every tick
-(Z_SYNC_FLUSH), so a writer killed with SIGKILL loses at most the tick it was writing, and a reader
-of a damaged or still-growing file gets every tick up to the damage. A long run can be written as
-a series of files of bounded size (segments), each a recording on its own. A finished file ends
-with its summary (what `gputop report` needs of it, gputop.diagnose.summary) in gzip members of
-their own, the last of a fixed size that says where the summary starts.
-"""
+"""Writing a recording (docs/recording.md): RecordingWriter appends Snapshots, one flushed gzip
+stream a file, in segments of bounded size when asked, and ends each file it finishes with the
+summary its summarizer (given by the caller) makes of it."""
 
 from __future__ import annotations
 
 import json
 import math
 import os
-import re
-import struct
 import zlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from gputop import __version__
 from gputop.errors import RecordingError
 from gputop.model import (
-    SCHEMA,
-    DeviceSample,
-    HostSample,
-    LinkSample,
-    ProcessSample,
     Snapshot,
-    SystemInfo,
-    Topology,
-    from_dict,
 )
+from gputop.recording.format import (
+    FOOTER_SIZE,
+    FORMAT,
+    GZIP_WBITS,
+    KEYFRAME_EVERY,
+    SUMMARY,
+    VERSION,
+    diff,
+    footer,
+    to_record,
+)
+from gputop.recording.segments import segment_paths
 
-FORMAT = "gputop-recording"
-VERSION = 1
-KEYFRAME_EVERY = 300  # ticks; a reader can seek to a keyframe
 COMPRESSION_LEVEL = 9  # zlib's best: 8 % smaller than 6 for ~1 ms more a tick with 8 GPUs
 _GZIP_END = 16  # bytes that finishing a stream adds at most: an empty last block, the trailer
-_GZIP_WBITS = 31  # zlib: gzip container
-_GZIP_MAGIC = b"\x1f\x8b"
-SUMMARY = "summary"  # the key of a summary line
-_FOOTER_LINE = 64  # bytes of the footer's JSON line, padded with spaces
-# The footer: a gzip member holding one stored (uncompressed) deflate block of the line.
-FOOTER_SIZE = 10 + 5 + _FOOTER_LINE + 8
-_KEYED = {
-    "devices": ("index",),
-    "processes": ("device_index", "pid"),
-    "links": ("device_index", "link"),
-}
-
-
-# ----------------------------------------------------------------------------------------------
-# Record form: the JSON shape with keyed lists turned into objects; RFC 7386 merge patches.
-
-
-def _key(item: Mapping[str, Any], parts: tuple[str, ...]) -> str:
-    return ":".join(str(item[p]) for p in parts)
-
-
-def to_record(snap: Snapshot) -> dict[str, Any]:
-    # Merge patch uses null for "delete", so the record form has no nulls: a key that is absent
-    # decodes to its default, and a missing measurement is in "unavailable".
-    d = snap.to_dict(drop_nulls=True)
-    for name, parts in _KEYED.items():
-        d[name] = {_key(x, parts): x for x in d.get(name) or ()}
-    return d
-
-
-def from_record(d: Mapping[str, Any]) -> Snapshot:
-    return SnapshotDecoder().decode(d)
-
-
-_PARTS: dict[str, type] = {"system": SystemInfo, "host": HostSample, "topology": Topology,
-                           "devices": DeviceSample, "processes": ProcessSample,
-                           "links": LinkSample}
-
-
-class SnapshotDecoder:
-    """Turns consecutive ticks in record form into Snapshots, reusing what did not change.
-
-    A merge patch copies only the objects it changes, so a part of this tick's record that is the
-    very object it was last tick (the system facts, the topology, an idle link, a process whose
-    numbers held still) is decoded once and shared: fewer objects to build and to keep."""
-
-    def __init__(self) -> None:
-        self._prev: dict[tuple[str, str], tuple[object, object]] = {}
-
-    def decode(self, d: Mapping[str, Any]) -> Snapshot:
-        schema = d.get("schema", SCHEMA)
-        if not isinstance(schema, str) or not schema.startswith("gputop.snapshot/"):
-            raise ValueError(f"not a gputop snapshot (schema {schema!r})")
-        prev, seen = self._prev, {}
-        rest: dict[str, Any] = {}
-        parts: dict[str, Any] = {}
-        for name, v in d.items():
-            cls = _PARTS.get(name)
-            if cls is None:
-                rest[name] = v
-            elif v is None:
-                parts[name] = () if name in _KEYED else None
-            elif name in _KEYED:
-                if not isinstance(v, dict):
-                    raise TypeError(f"{name} is a {type(v).__name__}, not an object")
-                items = []
-                for key, rec in v.items():
-                    tag = (name, key)
-                    old = prev.get(tag)
-                    obj = old[1] if old is not None and old[0] is rec else from_dict(cls, rec)
-                    seen[tag] = (rec, obj)
-                    items.append(obj)
-                parts[name] = tuple(items)
-            else:
-                old = prev.get((name, ""))
-                obj = old[1] if old is not None and old[0] is v else from_dict(cls, v)
-                seen[(name, "")] = (v, obj)
-                parts[name] = obj
-        self._prev = seen
-        return from_dict(Snapshot, rest, parts)
-
-
-def diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
-    """The RFC 7386 merge patch that turns `old` into `new`."""
-    patch: dict[str, Any] = {}
-    for k, v in new.items():
-        if k not in old:
-            patch[k] = v
-        elif old[k] != v:
-            ov = old[k]
-            patch[k] = diff(ov, v) if isinstance(ov, dict) and isinstance(v, dict) else v
-    for k in old:
-        if k not in new:
-            patch[k] = None
-    return patch
-
-
-def apply(target: Any, patch: Any) -> Any:
-    """RFC 7386 MergePatch(target, patch)."""
-    if not isinstance(patch, dict):
-        return patch
-    out = dict(target) if isinstance(target, dict) else {}
-    for k, v in patch.items():
-        if v is None:
-            out.pop(k, None)
-        elif isinstance(v, dict):
-            out[k] = apply(out.get(k), v)
-        else:
-            out[k] = v  # what apply() would return, without the call: most keys of a tick
-    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -206,6 +85,20 @@ def _line(obj: Mapping[str, Any]) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
 
 
+class Summarizer(Protocol):
+    """What a writer is given to summarize each file it writes (gputop.report.summary)."""
+
+    def add(self, rec: dict[str, Any], patch: dict[str, Any] | None) -> None:
+        """One tick as written: in record form, and the patch it was written as (None for a
+        keyframe)."""
+
+    def summary(self, series: str | None, segment: int | None) -> dict[str, Any]:
+        """The summary of the file being written, up to now."""
+
+    def next_file(self) -> None:
+        """The writer starts the next file of a series."""
+
+
 class RecordingWriter:
     """Appends Snapshots to a recording. Every `write` reaches the OS before it returns.
 
@@ -215,13 +108,15 @@ class RecordingWriter:
     and a keyframe, so every segment reads on its own. With `keep`, only the newest `keep`
     segments stay on disk: starting a segment deletes the oldest beyond them.
 
-    With `summary` (the default) each file it finishes ends with its summary for `gputop
+    With a `summarizer` (gputop.report.summary.SummaryKeeper for `gputop report`) each file it
+    finishes ends with the summary the summarizer made of its ticks (docs/recording.md); without
+    one the files end after their last tick.
     report` (docs/recording.md); a segment too small to hold one goes without."""
 
     def __init__(self, path: str | os.PathLike[str], *, meta: Mapping[str, Any] | None = None,
                  fsync: bool = False, keyframe_every: int = KEYFRAME_EVERY,
                  max_bytes: int | None = None, keep: int | None = None,
-                 summary: bool = True) -> None:
+                 summarizer: Summarizer | None = None) -> None:
         if max_bytes is not None and max_bytes <= 0:
             raise ValueError("max_bytes must be positive")
         if keep is not None and (keep < 1 or max_bytes is None):
@@ -240,11 +135,7 @@ class RecordingWriter:
         self._broken = False
         self._deleted = 0  # segments deleted to honour `keep`
         self._series = os.urandom(8).hex() if max_bytes is not None else None
-        self._summary: Any = None  # gputop.diagnose.summary.SummaryKeeper
-        if summary:
-            from gputop.diagnose.summary import SummaryKeeper  # diagnose reads recordings
-
-            self._summary = SummaryKeeper()
+        self._summary = summarizer
         self._summary_room = 0  # bytes kept free in a segment for its summary
         if max_bytes is not None:
             stale = segment_paths(self.path)
@@ -300,7 +191,7 @@ class RecordingWriter:
             self._summary_room = 0
 
     def _summary_member(self) -> bytes:
-        z = zlib.compressobj(COMPRESSION_LEVEL, zlib.DEFLATED, _GZIP_WBITS)
+        z = zlib.compressobj(COMPRESSION_LEVEL, zlib.DEFLATED, GZIP_WBITS)
         segment = len(self.segments) - 1 + self._deleted if self._series is not None else None
         body = self._summary.summary(self._series, segment)
         return z.compress(_line({SUMMARY: body})) + z.flush(zlib.Z_FINISH)
@@ -316,7 +207,7 @@ class RecordingWriter:
             self._broken = bool(self.segments)
             raise RecordingError(f"cannot create {path}: {e.strerror or e}") from None
         self.segments.append(path)
-        self._z = zlib.compressobj(COMPRESSION_LEVEL, zlib.DEFLATED, _GZIP_WBITS)
+        self._z = zlib.compressobj(COMPRESSION_LEVEL, zlib.DEFLATED, GZIP_WBITS)
         self._segment_bytes = self._segment_ticks = 0
         header: dict[str, Any] = {"type": "header", "format": FORMAT, "version": VERSION,
                                   "gputop": __version__, "meta": self._meta}
@@ -394,7 +285,7 @@ class RecordingWriter:
         at = self._segment_bytes
         if self._max_bytes is not None and at + len(member) + FOOTER_SIZE > self._max_bytes:
             return
-        data = member + _footer(at, len(member))
+        data = member + footer(at, len(member))
         try:
             self._f.write(data)
             self._f.flush()
@@ -419,335 +310,3 @@ class RecordingWriter:
         self.close()
 
 
-def _footer(at: int, size: int) -> bytes:
-    """The last FOOTER_SIZE bytes of a file with a summary: a gzip member (any gzip reader
-    inflates it) whose one line says at which byte the summary's gzip member starts and how long
-    it is. Its size is fixed, so a reader finds it without reading the rest."""
-    line = json.dumps({"summary_at": at, "summary_bytes": size}, separators=(",", ":")).encode()
-    line = line.ljust(_FOOTER_LINE - 1) + b"\n"
-    head = _GZIP_MAGIC + b"\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate; no name, no time
-    block = b"\x01" + struct.pack("<HH", len(line), len(line) ^ 0xFFFF)  # last block, stored
-    return head + block + line + struct.pack("<II", zlib.crc32(line), len(line))
-
-
-def summary_place(path: str | os.PathLike[str]) -> tuple[int, int] | None:
-    """(offset, length) of the summary that the file's footer points to; None when the file
-    ends without a footer (its ticks then run to its end). Reads only the footer."""
-    try:
-        with open(path, "rb") as f:
-            size = f.seek(0, os.SEEK_END)
-            if size < FOOTER_SIZE:
-                return None
-            f.seek(size - FOOTER_SIZE)
-            tail = f.read(FOOTER_SIZE)
-    except OSError as e:
-        raise RecordingError(f"cannot read {Path(path).name}: {e.strerror or e}") from None
-    try:
-        footer = json.loads(zlib.decompress(tail, _GZIP_WBITS))
-        at, length = footer["summary_at"], footer["summary_bytes"]
-    except (zlib.error, ValueError, KeyError, TypeError):
-        return None
-    if (not isinstance(at, int) or not isinstance(length, int) or at <= 0
-            or at + length != size - FOOTER_SIZE):
-        raise RecordingError(f"{Path(path).name}'s summary footer is damaged")
-    return at, length
-
-
-def read_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The summary a writer appended to a finished file, read from the file's end without
-    reading its ticks. RecordingError says why there is none or it cannot be read."""
-    name = Path(path).name
-    place = summary_place(path)
-    if place is None:
-        raise RecordingError(f"{name} has no summary (it was cut short, is still being "
-                             "written, or was written by an older gputop)")
-    try:
-        with open(path, "rb") as f:
-            f.seek(place[0])
-            data = f.read(place[1])
-    except OSError as e:
-        raise RecordingError(f"cannot read {name}: {e.strerror or e}") from None
-    try:
-        z = zlib.decompressobj(_GZIP_WBITS)
-        text = z.decompress(data)
-        if not z.eof or z.unused_data:
-            raise ValueError("it does not end where its footer says")
-        for raw in text.splitlines():
-            obj = json.loads(raw)
-            if isinstance(obj, dict) and isinstance(obj.get(SUMMARY), dict):
-                body: dict[str, Any] = obj[SUMMARY]
-                return body
-        raise ValueError("no summary line")
-    except (zlib.error, ValueError) as e:
-        raise RecordingError(f"{name}'s summary is damaged ({e})") from None
-
-
-# ----------------------------------------------------------------------------------------------
-# Reading
-
-
-@dataclass
-class ReadResult:
-    header: dict[str, Any]
-    snapshots: list[Snapshot]
-    warning: str | None = None
-
-
-class RecordingReader:
-    """Reads a recording, tolerating a truncated or damaged tail.
-
-    `warning` is set (after iteration) when the file ended early or was damaged; every tick before
-    the damage is still returned."""
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        self.warning: str | None = None
-        self.header: dict[str, Any] = {}
-        self.ticks = 0
-        try:
-            self._f: IO[bytes] = open(self.path, "rb")  # noqa: SIM115
-        except FileNotFoundError:
-            raise RecordingError(f"{self.path}: no such file") from None
-        except IsADirectoryError:
-            raise RecordingError(f"{self.path}: is a directory, not a recording") from None
-        except OSError as e:
-            raise RecordingError(f"cannot open {self.path}: {e.strerror or e}") from None
-        magic = self._f.read(2)
-        self._f.seek(0)
-        if magic != b"\x1f\x8b":
-            self._f.close()
-            raise RecordingError(f"{self.path} is not a gputop recording",
-                                 hint="expected a gzip stream of JSON lines")
-        lines = self._lines()
-        try:
-            first = next(lines)
-        except StopIteration:
-            self._f.close()
-            raise RecordingError(f"{self.path} is empty or damaged before its header") from None
-        try:
-            header = json.loads(first)
-        except ValueError:
-            header = None
-        if not isinstance(header, dict) or header.get("format") != FORMAT:
-            self._f.close()
-            raise RecordingError(f"{self.path} is not a gputop recording",
-                                 hint="its first line is not a gputop header")
-        if not isinstance(header.get("version"), int) or header["version"] > VERSION:
-            self._f.close()
-            raise RecordingError(
-                f"{self.path} is a version {header.get('version')} recording",
-                hint=f"this gputop reads versions up to {VERSION}; upgrade gputop")
-        self.header = header
-        self._rest = lines
-
-    def _lines(self) -> Iterator[bytes]:
-        z = zlib.decompressobj(_GZIP_WBITS)
-        buf = b""
-        while True:
-            chunk = self._f.read(1 << 16)
-            if not chunk:
-                break
-            saved = z.copy()
-            try:
-                data = z.decompress(chunk)
-            except zlib.error:
-                # Decompress again in small steps to keep what precedes the damage.
-                z, data = saved, b""
-                for i in range(len(chunk)):
-                    try:
-                        data += z.decompress(chunk[i:i + 1])
-                    except zlib.error as e:
-                        self.warning = f"{self.path} is damaged ({e}); read up to the damage"
-                        break
-                chunk = b""
-            buf += data
-            rest = b""
-            while z.eof and chunk:
-                # Another gzip member (the summary): the file reads on as one stream.
-                rest = z.unused_data
-                if len(rest) < len(_GZIP_MAGIC):  # the chunk ended at or in the next magic
-                    rest += self._f.read(len(_GZIP_MAGIC) - len(rest))
-                if not rest.startswith(_GZIP_MAGIC):
-                    break
-                z = zlib.decompressobj(_GZIP_WBITS)
-                try:
-                    buf += z.decompress(rest)
-                except zlib.error as e:
-                    self.warning = f"{self.path} is damaged ({e}); read up to the damage"
-                    chunk = b""
-            *complete, buf = buf.split(b"\n")
-            yield from complete
-            if not chunk:
-                return
-            if z.eof:
-                if rest.strip(b"\0"):
-                    self.warning = f"{self.path} has trailing data after its end; ignored"
-                return
-        if not z.eof:
-            # Still being written, or the writer was killed: the tail is cut at a tick boundary
-            # unless a tick was being written, which is then dropped.
-            self.warning = (f"{self.path} ends without its end marker (still being written, "
-                            "or the writer stopped); read every complete tick")
-        if buf:
-            self.warning = f"{self.path} ends in the middle of a tick; that tick was dropped"
-
-    def __iter__(self) -> Iterator[Snapshot]:
-        return self.decoded(self.states())
-
-    def close(self) -> None:
-        self._f.close()
-
-    def states(self) -> Iterator[dict[str, Any]]:
-        """Each tick in record form, without building Snapshots (cheap: for skipping ahead)."""
-        state: dict[str, Any] | None = None
-        n = 0
-        try:
-            for raw in self._rest:
-                n += 1
-                try:
-                    rec = json.loads(raw)
-                    if "k" in rec:
-                        state = rec["k"]
-                    elif "d" in rec:
-                        if state is None:
-                            raise ValueError("a delta before any keyframe")
-                        state = apply(state, rec["d"])
-                    else:
-                        continue  # a line type from a newer minor version: skip it
-                    if not isinstance(state, dict):
-                        raise ValueError("a tick that is not an object")
-                except (ValueError, KeyError, TypeError) as e:
-                    self.warning = f"{self.path}: tick {n} is damaged ({e}); read up to it"
-                    return
-                self.ticks = n
-                yield state
-        finally:
-            self._f.close()
-
-    def decoded(self, states: Iterator[dict[str, Any]]) -> Iterator[Snapshot]:
-        decoder = SnapshotDecoder()
-        for n, state in enumerate(states, 1):
-            try:
-                snap = decoder.decode(state)
-            except (ValueError, KeyError, TypeError) as e:
-                self.warning = f"{self.path}: tick {n} is damaged ({e}); read up to it"
-                return
-            yield snap
-
-
-def read_recording(path: str | os.PathLike[str]) -> ReadResult:
-    """Every Snapshot of a recording; one written in segments is read whole from its first."""
-    return read_series(path)
-
-
-# ----------------------------------------------------------------------------------------------
-# A recording written in segments (RecordingWriter's max_bytes)
-
-
-_SEGMENT = re.compile(r"(.*)\.([0-9]+)")  # run.gputop.12
-
-
-def segment_paths(path: str | os.PathLike[str]) -> list[Path]:
-    """The files of a recording written in segments, oldest first: `path` (unless `keep` has
-    deleted it), then `path.1`, `path.2`, ... that exist. `[path]` when there are no others."""
-    p = Path(path)
-    numbered = []
-    try:
-        for q in p.parent.iterdir():
-            m = _SEGMENT.fullmatch(q.name)
-            if m and m[1] == p.name:
-                numbered.append((int(m[2]), q))
-    except OSError:
-        pass
-    found = ([p] if p.exists() else []) + [q for _, q in sorted(numbered)]
-    return found or [p]
-
-
-def _segment_order(p: Path) -> tuple[str, str, int]:
-    m = _SEGMENT.fullmatch(p.name)
-    return (str(p.parent), m[1], int(m[2])) if m else (str(p.parent), p.name, 0)
-
-
-class SeriesReader:
-    """Reads the segments of a recording one after the other, as one recording.
-
-    Given one path, its segments are found with `segment_paths`; given several (a shell glob),
-    they are read in segment order. A file that is not a segment of the same run as the first
-    ends the series there (with a warning), and a file whose header says it was not written in
-    segments is the whole recording. `warning` gathers the segments' warnings."""
-
-    def __init__(self, paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> None:
-        if isinstance(paths, (str, os.PathLike)):
-            self.paths = segment_paths(paths)
-        else:
-            self.paths = sorted((Path(p) for p in paths), key=_segment_order)
-            if not self.paths:
-                raise RecordingError("no recording given")
-        self._warnings: list[str] = []
-        self.ticks = 0
-        self._first = RecordingReader(self.paths[0])
-        self.header = self._first.header
-
-    @property
-    def warning(self) -> str | None:
-        return "; ".join(self._warnings) or None
-
-    def __iter__(self) -> Iterator[Snapshot]:
-        return self._each(iter)
-
-    def states(self) -> Iterator[dict[str, Any]]:
-        """Each tick in record form (see RecordingReader.states)."""
-        return self._each(RecordingReader.states)
-
-    def files(self) -> Iterator[RecordingReader]:
-        """The series' files in order, each opened with its header read and none of its ticks
-        (close each); `warning` then says which were left out and why."""
-        return self._segments()
-
-    def _each(self, items: Callable[[RecordingReader], Iterator[Any]]) -> Iterator[Any]:
-        for r in self._segments():
-            yield from items(r)
-            self.ticks += r.ticks
-            if r.warning:
-                self._warnings.append(r.warning)
-
-    def _segments(self) -> Iterator[RecordingReader]:
-        yield self._first
-        series, n = self.header.get("series"), self.header.get("segment")
-        if series is None or not isinstance(n, int):
-            return  # not written in segments: the file is the whole recording
-        for path in self.paths[1:]:
-            n += 1
-            try:
-                r = RecordingReader(path)
-            except RecordingError as e:  # e.g. created by a writer killed right then: empty
-                self._warnings.append(f"{e}; skipped")
-                continue
-            got, warning = next_segment(r.header, series, n, path, self.paths[0])
-            if warning:
-                self._warnings.append(warning)
-            if got is None:
-                r._f.close()
-                return
-            n = got
-            yield r
-
-
-def next_segment(header: Mapping[str, Any], series: str, n: int, path: str | os.PathLike[str],
-                 first: str | os.PathLike[str]) -> tuple[int | None, str | None]:
-    """Whether the file at `path`, with this header, goes on the run of `series` whose next
-    segment is `n`: (its segment number, or None if it is not part of the run; a warning)."""
-    got = header.get("segment")
-    if header.get("series") != series or not isinstance(got, int) or got < n:
-        return None, f"{path} is not the next segment of {first}; read up to it"
-    if got > n:
-        which = f"segment {n} is" if got == n + 1 else f"segments {n}-{got - 1} are"
-        return got, f"{which} missing before {path}"
-    return got, None
-
-
-def read_series(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> ReadResult:
-    """Every Snapshot of a recording, across its segments (see SeriesReader)."""
-    r = SeriesReader(paths)
-    snaps = list(r)
-    return ReadResult(r.header, snaps, r.warning)

@@ -16,18 +16,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gputop.diagnose.engine import SEVERITIES, Finding
-from gputop.diagnose.report import (
-    CHART_BUCKETS,
-    METRICS,
-    DeviceSeries,
-    Recap,
-    _clock,
-    _clock_format,
-    _duration,
-    headline,
-)
+from gputop.diagnose.types import SEVERITIES, Finding
 from gputop.errors import GputopError
+from gputop.report.recap import CHART_BUCKETS, METRICS, DeviceSeries, Recap
+from gputop.report.text import clock, clock_format, duration, headline
 from gputop.safetext import printable
 
 MAX_POINTS = 2 * CHART_BUCKETS  # per chart line: more than a chart this wide can show
@@ -134,14 +126,14 @@ def _text(s: object) -> str:
 
 
 def _findings_table(findings: Sequence[Finding], t0: float, t1: float) -> str:
-    fmt = _clock_format(t0, t1)
+    fmt = clock_format(t0, t1)
     rows = ["<table><tr><th>Start</th><th>End</th><th>Severity</th><th>GPU</th><th>ID</th>"
             "<th>What</th></tr>"]
     for f in findings:
-        end = "open" if f.until is None else _clock(f.until, fmt)
+        end = "open" if f.until is None else clock(f.until, fmt)
         detail = " ".join(x for x in (f.cause, f"Fix: {f.fix}" if f.fix else "") if x)
         rows.append(
-            f'<tr><td class="when">{_clock(f.since, fmt)}</td><td class="when">{end}</td>'
+            f'<tr><td class="when">{clock(f.since, fmt)}</td><td class="when">{end}</td>'
             f'<td><span class="sev {_sev(f)}">{_sev(f).upper()}</span></td>'
             f'<td class="num">{"-" if f.device is None else f.device}</td>'
             f"<td>{_text(f.id)}</td><td>{_text(f.title)}"
@@ -295,9 +287,9 @@ def _summary(devices: Sequence[dict[str, Any]]) -> str:
             st = d[key]
             cells.append('<td class="num">' + ("-" if st is None else " / ".join(
                 f"{st[q] * scale:.{dec}f}" for q in ("p50", "p95", "max"))) + "</td>")
-        held = ", ".join(f"{r} {_duration(s)}" for r, s in d["throttled_s"].items()) or "-"
+        held = ", ".join(f"{r} {duration(s)}" for r, s in d["throttled_s"].items()) or "-"
         cells.append(f"<td>{_text(held)}</td>")
-        cells.append(f'<td class="num">{_duration(d["starved_s"]) if d["starved_s"] else "-"}'
+        cells.append(f'<td class="num">{duration(d["starved_s"]) if d["starved_s"] else "-"}'
                      "</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     rows.append("</table>")

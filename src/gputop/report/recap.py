@@ -1,35 +1,20 @@
-"""`gputop report FILE`: what went wrong during a recorded run, and a summary per GPU.
+"""The recap of a recorded run: per GPU, utilization, memory, power and temperature
+(p50/p95/max), the time its clocks were held per clock-event reason (from the cumulative counters)
+and the time it was starved for input, with the series the HTML report charts.
 
-Runs every diagnostic over the recording and prints the findings' timeline (start, end, severity,
-GPU, id, title) and, per GPU, utilization, memory, power and temperature (p50/p95/max), the time
-its clocks were held per clock-event reason (from the cumulative counters) and the time it was
-starved for input. `--json` prints the same as one object; `--html FILE` writes it as one page
-with charts. Times are UTC.
-
-A file its writer finished carries a summary of itself (gputop.diagnose.summary): the recap
-below and the findings, worked out as it was written. When every file has one made by the same
-diagnostics, the report reads those and not the ticks: a day takes a second, not minutes.
-Otherwise the recording is read a tick at a time and each tick is dropped once the diagnostics
-and the recap have taken what they need, so a day-long recording fits in memory.
-"""
+A Recap takes ticks one at a time and keeps only what its figures need, so a day-long recording
+fits in memory; two recaps of consecutive files merge (report.summary reads them back from the
+summaries at the end of each finished file)."""
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
-import sys
-import time
 from collections.abc import Iterable, Sequence
-from typing import Any, TextIO
+from typing import Any
 
-from gputop.diagnose import default_engine
-from gputop.diagnose.engine import Finding
+from gputop.diagnose.types import Finding
 from gputop.diagnose.window import number
-from gputop.errors import GputopError
 from gputop.model import THROTTLE, DeviceSample, Missing, Snapshot
-from gputop.recording import RecordingReader, SeriesReader
-from gputop.safetext import printable
 
 STARVED_ID = "loader.starvation"
 GiB = 1 << 30
@@ -41,79 +26,6 @@ METRICS = (
     ("temp_c", "temp_gpu", "TEMP °C", 1.0, 0),
 )
 _NAN = float("nan")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="gputop report",
-        description="Diagnose a recording: the findings' timeline and a summary per GPU.")
-    p.add_argument("files", nargs="+", metavar="FILE",
-                   help="a recording written by gputop --record (its later segments, FILE.1 "
-                        "..., are read too), or the segments to read")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("--html", metavar="OUT", help="write the report as one HTML page with charts "
-                                                 "(no network needed to view it)")
-    return p
-
-
-def main(argv: list[str]) -> int:
-    """`argv` is what follows `gputop report` on the command line."""
-    out, err = sys.stdout, sys.stderr
-    args = build_parser().parse_args(argv)
-    try:
-        path = args.files[0]
-        files = args.files if len(args.files) > 1 else path
-        header, recap, findings, warning = diagnose(files, note=err)
-        devices = recap.summary(findings)
-        if args.html:
-            from gputop.diagnose.report_html import write_html
-
-            write_html(args.html, path, header, recap, findings, devices, warning=warning)
-    except GputopError as e:
-        print(f"gputop: {e}", file=err)
-        return 1
-    if warning:
-        print(f"gputop: warning: {warning}", file=err)
-    if args.json:
-        doc = {"file": path, "ticks": recap.ticks, "start": recap.start, "end": recap.end,
-               "warning": warning,
-               "findings": [f.to_dict() for f in findings], "devices": devices}
-        json.dump(doc, out, indent=2, ensure_ascii=False)
-        out.write("\n")
-    elif args.html:
-        out.write(f"wrote {printable(args.html)}: {len(findings)} findings, "
-                  f"{len(devices)} GPUs, {recap.ticks} ticks\n")
-    else:
-        out.write(render(path, header, recap, findings, devices))
-    return 0
-
-
-def diagnose(files: str | Sequence[str], *, note: TextIO | None = None,
-             ) -> tuple[dict[str, Any], Recap, list[Finding], str | None]:
-    """(header, recap, findings, warning) of a recording: from the summaries its writer left
-    at the end of each file when they stand for its ticks (gputop.diagnose.summary), else by
-    reading every tick. Why the ticks are read goes to `note`, in one line."""
-    from gputop.diagnose.summary import from_summaries  # it builds on this module's Recap
-
-    engine = default_engine()
-    got = from_summaries(files, engine)
-    if not isinstance(got, str) and got.rest is None:
-        return got.header, got.recap, got.findings, None
-    reader: SeriesReader | RecordingReader
-    if isinstance(got, str):
-        why, reader = f"{got}: reading the recording tick by tick", SeriesReader(files)
-        header, recap = reader.header, Recap()
-    else:  # the files before the last had summaries: the engine goes on from where they end
-        why, reader = f"{got.why}: reading its ticks", RecordingReader(got.rest)
-        header, recap = got.header, got.recap
-    if note is not None:
-        print(f"gputop: {printable(why)}", file=note)
-    rest = Recap()
-    for snap in reader:
-        engine.update(snap)
-        rest.add(snap)
-    recap.merge(rest)
-    return header, recap, engine.timeline(), reader.warning
 
 
 # -- per-GPU summary -------------------------------------------------------------------------
@@ -484,80 +396,4 @@ def _covered(spans: list[tuple[float, float]]) -> float:
     return total
 
 
-# -- text ------------------------------------------------------------------------------------
-
-
-def headline(header: dict[str, Any], recap: Recap, n_devices: int) -> list[str]:
-    """Host, GPUs, ticks, span (UTC) and whether the run is synthetic, as plain text."""
-    if recap.start is None or recap.end is None:
-        return []
-    t0, t1 = recap.start, recap.end
-    meta = header.get("meta")
-    synthetic = isinstance(meta, dict) and bool(meta.get("synthetic"))
-    what = [printable(recap.host) if recap.host else "", f"{n_devices} GPUs",
-            f"{recap.ticks} ticks",
-            f"{_clock(t0, '%Y-%m-%d %H:%M:%S')} to {_clock(t1, _clock_format(t0, t1))} UTC "
-            f"({_duration(t1 - t0)})"]
-    if synthetic:
-        what.append("synthetic")
-    return [w for w in what if w]
-
-
-def render(path: str, header: dict[str, Any], recap: Recap,
-           findings: Sequence[Finding], devices: Sequence[dict[str, Any]]) -> str:
-    lines = [f"gputop report: {printable(path)}"]
-    if recap.start is None or recap.end is None:
-        lines.append("The recording holds no ticks.")
-        return "\n".join(lines) + "\n"
-    fmt = _clock_format(recap.start, recap.end)
-    lines += [" · ".join(headline(header, recap, len(devices))), ""]
-
-    lines.append(f"FINDINGS ({len(findings)})" if findings else "FINDINGS: none")
-    if findings:
-        rows = [["START", "END", "SEVERITY", "GPU", "ID", "TITLE"]]
-        for f in findings:
-            rows.append([_clock(f.since, fmt),
-                         "(open)" if f.until is None else _clock(f.until, fmt),
-                         f.severity.upper(), "-" if f.device is None else str(f.device),
-                         printable(f.id), printable(f.title)])
-        lines += _table(rows)
-    lines.append("")
-
-    rows = [["GPU", "NAME", *(f"{m[2]} p50/p95/max" for m in METRICS), "THROTTLED", "STARVED"]]
-    for d in devices:
-        row = [str(d["index"]), printable(d["name"])]
-        for key, _, _, scale, dec in METRICS:
-            st = d[key]
-            row.append("-" if st is None else "/".join(
-                f"{st[q] * scale:.{dec}f}" for q in ("p50", "p95", "max")))
-        row.append(", ".join(f"{r} {_duration(s)}" for r, s in d["throttled_s"].items()) or "-")
-        row.append(_duration(d["starved_s"]) if d["starved_s"] else "-")
-        rows.append(row)
-    lines += _table(rows)
-    return "\n".join(lines) + "\n"
-
-
-def _table(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-
-
-def _clock_format(t0: float, t1: float) -> str:
-    same_day = time.gmtime(t0)[:3] == time.gmtime(t1)[:3]
-    return "%H:%M:%S" if same_day else "%Y-%m-%d %H:%M:%S"
-
-
-def _clock(t: float, fmt: str) -> str:
-    return time.strftime(fmt, time.gmtime(t))
-
-
-def _duration(s: float) -> str:
-    s = round(s)
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min {s % 60} s" if s % 60 else f"{s // 60} min"
-    return f"{s // 3600} h {s % 3600 // 60} min"
-
-
-__all__ = ["Recap", "build_parser", "diagnose", "headline", "main", "render", "summarize"]
+__all__ = ["Recap", "summarize"]

@@ -17,16 +17,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from gputop import __version__
 from gputop.diagnose import default_engine
-from gputop.diagnose.engine import Engine, Finding
-from gputop.diagnose.report import Recap
+from gputop.diagnose.engine import Engine
+from gputop.diagnose.types import Finding
 from gputop.errors import RecordingError
 from gputop.model import Snapshot
-from gputop.recording import SeriesReader, SnapshotDecoder, apply, read_summary
-from gputop.recording_index import RecordingIndex
+from gputop.recording import RecordingReader, SeriesReader, SnapshotDecoder, apply, read_summary
+from gputop.recording.index import RecordingIndex
+from gputop.report.recap import Recap
+from gputop.safetext import printable
 
 # Besides each diagnostic's own module, what decides what the diagnostics find.
 _ENGINE_MODULES = ("gputop.diagnose.engine", "gputop.diagnose.window", "gputop.model")
@@ -188,4 +190,32 @@ def _version(s: Mapping[str, Any]) -> str:
     return str(sig.get("gputop", "?")) if isinstance(sig, dict) else "?"
 
 
-__all__ = ["Summarized", "SummaryKeeper", "from_summaries", "signature"]
+def diagnose(files: str | Sequence[str], *, note: TextIO | None = None,
+             ) -> tuple[dict[str, Any], Recap, list[Finding], str | None]:
+    """(header, recap, findings, warning) of a recording: from the summaries its writer left
+    at the end of each file when they stand for its ticks (gputop.report.summary), else by
+    reading every tick. Why the ticks are read goes to `note`, in one line."""
+    from gputop.report.summary import from_summaries
+
+    engine = default_engine()
+    got = from_summaries(files, engine)
+    if not isinstance(got, str) and got.rest is None:
+        return got.header, got.recap, got.findings, None
+    reader: SeriesReader | RecordingReader
+    if isinstance(got, str):
+        why, reader = f"{got}: reading the recording tick by tick", SeriesReader(files)
+        header, recap = reader.header, Recap()
+    else:  # the files before the last had summaries: the engine goes on from where they end
+        why, reader = f"{got.why}: reading its ticks", RecordingReader(got.rest)
+        header, recap = got.header, got.recap
+    if note is not None:
+        print(f"gputop: {printable(why)}", file=note)
+    rest = Recap()
+    for snap in reader:
+        engine.update(snap)
+        rest.add(snap)
+    recap.merge(rest)
+    return header, recap, engine.timeline(), reader.warning
+
+
+__all__ = ["Summarized", "SummaryKeeper", "diagnose", "from_summaries", "signature"]

@@ -1,4 +1,4 @@
-"""`gputop export FILE -o OUT.csv|OUT.parquet`: a recording as a table for pandas, DuckDB or a
+"""A recording as a table (`gputop export FILE -o OUT.csv|OUT.parquet`) for pandas, DuckDB or a
 spreadsheet.
 
 One row per (time, GPU) with the main device fields, or with `--processes` one row per (time,
@@ -11,9 +11,7 @@ never built into Snapshots: a day of ticks is exported in about the time it take
 
 from __future__ import annotations
 
-import argparse
 import csv
-import sys
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -44,30 +42,6 @@ PROCESS_COLUMNS: tuple[tuple[str, type], ...] = (
     ("cpu_percent", float), ("rss", int), ("workers", int), ("job", str),
 )
 BATCH_TICKS = 3600  # Parquet: ticks per row group, so memory stays flat on a long recording
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="gputop export",
-        description="Export a recording as a table: one row per (time, GPU), or per (time, "
-                    "process) with --processes.")
-    p.add_argument("file", metavar="FILE",
-                   help="a recording written by gputop --record (with its later segments)")
-    p.add_argument("-o", "--output", metavar="OUT", required=True,
-                   help="OUT.csv, or OUT.parquet (needs pyarrow)")
-    p.add_argument("--processes", action="store_true",
-                   help="one row per process on a GPU at each tick instead of one per GPU")
-    return p
-
-
-def main(argv: list[str]) -> int:
-    """`argv` is what follows `gputop export` on the command line."""
-    args = build_parser().parse_args(argv)
-    n, warning = export(args.file, args.output, processes=args.processes)
-    if warning:
-        print(f"gputop: warning: {warning}", file=sys.stderr)
-    print(f"wrote {printable(args.output)}: {n} rows")
-    return 0
 
 
 def export(path: str, out: str, *, processes: bool = False) -> tuple[int, str | None]:
@@ -213,5 +187,4 @@ def _open(out: str, mode: str, **kw: Any) -> IO[Any]:
         raise GputopError(f"cannot write {out}: {e.strerror or e}") from None
 
 
-__all__ = ["DEVICE_COLUMNS", "PROCESS_COLUMNS", "build_parser", "device_rows", "export", "main",
-           "process_rows"]
+__all__ = ["DEVICE_COLUMNS", "PROCESS_COLUMNS", "device_rows", "export", "process_rows"]

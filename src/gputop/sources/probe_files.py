@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gputop.model.snapshot import PROBE_STALE_AFTER_S
 from gputop.probe import MEMORY_FIELDS, SCHEMA_VERSION, tmp_dir
 
 MAX_BYTES = 64 * 1024
-STALE_AFTER_S = 5.0
+STALE_AFTER_S = PROBE_STALE_AFTER_S
 RUN_USER_ROOT = "/run/user"  # where systemd puts $XDG_RUNTIME_DIR of each uid
 MAX_PAIRS = 256
 _MAX_BYTES_VALUE = 1 << 50  # 1 PiB: no GPU holds more

@@ -1,4 +1,7 @@
-"""A partial repaint writes the cells that changed, not the line up to them.
+"""Workarounds that reach into Textual's private API, all in this one file, each checking that
+Textual still has the shape it was written against and otherwise leaving Textual as it is.
+
+A partial repaint writes the cells that changed, not the line up to them.
 
 Textual turns a repaint of a region into, for each screen line, the widget's line from the
 widget's left edge up to the region's end (textual issue #5625): a card whose power figure
@@ -9,7 +12,7 @@ cell, or at the start of its segment where a character two cells wide could be c
 this cuts what a tick sends to the terminal by more than half (bench/ui_bench.py).
 
 Textual's update class is private; `install` checks that it still has the shape this code was
-written against and otherwise leaves Textual as it is (tests/test_ui_output.py then fails)."""
+written against and otherwise leaves Textual as it is (tests/ui/test_output.py then fails)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gputop.ui.status import CROSS
+from gputop.ui.view.status import CROSS
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputop.model import ChildProcess, Missing, ProcessSample, Snapshot
-from gputop.ui import format as fmt
+from gputop.ui.view import format as fmt
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ state that a colour marks also has a word or a glyph."""
 
 from __future__ import annotations
 
-from gputop.ui.status import CRITICAL, INFO, WARNING
+from gputop.ui.view.status import CRITICAL, INFO, WARNING
 
 MUTED = "$foreground-muted"
 LABEL = "$foreground-muted"

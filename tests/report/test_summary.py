@@ -18,6 +18,7 @@ import pytest
 from gputop.commands.report import main
 from gputop.diagnose import default_engine
 from gputop.diagnose.engine import Engine
+from gputop.diagnose.rules import BUILTIN
 from gputop.feeds.playback import demo_path
 from gputop.recording import (
     FOOTER_SIZE,
@@ -187,7 +188,7 @@ def test_with_the_first_files_deleted_the_rest_is_read_tick_by_tick(
 def test_a_segment_too_small_for_its_summary_goes_without(tmp_path: Path) -> None:
     w = record(tmp_path / "run.gputop", series(60, 2), max_bytes=1500)
     assert len(w.segments) >= 3 and all(f.stat().st_size <= 1500 for f in w.segments)
-    assert isinstance(from_summaries(str(w.segments[0]), Engine()), str)
+    assert isinstance(from_summaries(str(w.segments[0]), Engine(BUILTIN)), str)
     assert json.loads(report([w.segments[0]], "--json")[0])["ticks"] == 60
 
 

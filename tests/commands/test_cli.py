@@ -217,6 +217,6 @@ def test_every_option_says_what_it_does(command: list[str],
 def test_the_readme_writes_the_glyphs_the_dashboard_shows() -> None:
     from gputop.ui.view.status import CROSS
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     assert f"`{CROSS} LOST`" in readme
     assert "✗" not in readme

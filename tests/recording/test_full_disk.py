@@ -137,7 +137,11 @@ async def test_the_dashboard_says_recording_stopped_and_monitoring_goes_on(
     writer.close()
     recorded = read_recording(path).snapshots
     assert len(recorded) == writer.ticks >= 5
-    assert [s.devices for s in recorded] == [s.devices for s in series(30, 4)[:writer.ticks]]
+    # The ticks the feed played, each written once, in time order (the demo skips a tick whose
+    # deadline passed while the app was busy, as a live poll would miss it).
+    played = [s.devices for s in series(30, 4)]
+    assert all(s.devices in played for s in recorded)
+    assert all(a.time < b.time for a, b in itertools.pairwise(recorded))
 
 
 def test_headless_recording_on_a_full_disk_exits_non_zero_with_one_line(

@@ -132,9 +132,9 @@ class RecordingFeed:
         return snap
 
     async def stream(self, interval: float) -> AsyncIterator[Snapshot]:
-        """One tick every `interval` seconds, on a clock. Deadlines missed while the consumer
-        was busy skip their ticks, as a live poll would miss them, so the data never falls
-        behind the clock."""
+        """One tick every `interval` seconds, on a clock. Re-timed, deadlines missed while the
+        consumer was busy skip their ticks, as a live poll would miss them, so the data never
+        falls behind the clock."""
         if interval > 0:
             self.interval = interval
         first: float | None = None
@@ -142,7 +142,7 @@ class RecordingFeed:
         async for deadline in ticks(interval):
             if first is None:
                 first = deadline
-            due = round((deadline - first) / interval) if interval > 0 else played
+            due = round((deadline - first) / interval) if interval > 0 and self.retime else played
             while played < due:
                 if self._advance() is None:
                     return

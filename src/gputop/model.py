@@ -153,6 +153,20 @@ class DeviceSample:
     remapped_uncorrected: Val[int] = PENDING
     remap_pending: Val[bool] = PENDING
     remap_failed: Val[bool] = PENDING
+    # Over the GPU's life (kept in its InfoROM): what one moment can tell about a GPU's health.
+    ecc_corrected_aggregate: Val[int] = PENDING
+    ecc_uncorrected_aggregate: Val[int] = PENDING
+    # Uncorrected errors by where they struck: SRAM (on-chip: register files, caches) or DRAM
+    # (device memory), volatile and aggregate. Before Ampere, "device memory" is the DRAM.
+    ecc_uncorrected_sram: Val[int] = PENDING
+    ecc_uncorrected_dram: Val[int] = PENDING
+    ecc_uncorrected_sram_aggregate: Val[int] = PENDING
+    ecc_uncorrected_dram_aggregate: Val[int] = PENDING
+    ecc_sram_threshold_exceeded: Val[bool] = PENDING  # the GPU says: too many SRAM errors
+    # Pages of device memory retired (before Ampere; remapped rows replaced them)
+    retired_single_bit: Val[int] = PENDING  # after multiple single-bit errors
+    retired_double_bit: Val[int] = PENDING
+    retire_pending: Val[bool] = PENDING  # a retirement waits for the next driver load
     mig_enabled: Val[bool] = PENDING
     mig_devices: tuple[MigDevice, ...] = ()
     gr_active: Val[float] = PENDING  # GPM (Hopper+): % time the graphics/compute engine was busy

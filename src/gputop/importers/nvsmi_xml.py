@@ -275,6 +275,7 @@ def _device(index: int, gpu: ET.Element, warnings: list[str]) -> DeviceSample:
         **_power(gpu),
         **_ecc(gpu),
         **_remapped_rows(gpu.find("remapped_rows")),
+        **_retired_pages(gpu.find("retired_pages")),
     )
 
 
@@ -366,27 +367,67 @@ def _throttle_time(section: ET.Element | None) -> Mapping[str, float] | Missing:
 
 
 def _ecc(gpu: ET.Element) -> dict[str, object]:
-    volatile = gpu.find("ecc_errors/volatile")
-    if volatile is not None and volatile.find("single_bit") is not None:
-        # Before v11: per-location counts with a total for single- and double-bit errors.
-        corrected = _integer(volatile, "single_bit/total", _COUNT)
-        uncorrected = _integer(volatile, "double_bit/total", _COUNT)
-    elif volatile is not None:
-        # v11+: sram_/dram_ (un)correctable, and from v12 sram_uncorrectable_parity/_secded.
-        counts = {child.tag: _integer(volatile, child.tag, _COUNT) for child in volatile}
-        corrected = _sum(v for k, v in counts.items() if k.endswith("_correctable"))
-        uncorrected = _sum(v for k, v in counts.items() if "_uncorrectable" in k)
-    else:
-        corrected = uncorrected = _ABSENT
     enabled = _flag(gpu, "ecc_mode/current_ecc")
-    if enabled is False:
-        # Counts read N/A with ECC off; say why, as the NVML source does.
-        corrected = uncorrected = Missing("unsupported", detail="ECC is off")
+    out: dict[str, object] = {"ecc_enabled": enabled}
+    for scope, suffix in (("volatile", ""), ("aggregate", "_aggregate")):
+        counts = _ecc_counts(gpu.find(f"ecc_errors/{scope}"))
+        if enabled is False:
+            # Counts read N/A with ECC off; say why, as the NVML source does.
+            counts = dict.fromkeys(counts, Missing("unsupported", detail="ECC is off"))
+        out.update({f"ecc_{name}{suffix}": v for name, v in counts.items()})
+    out["ecc_sram_threshold_exceeded"] = _flag(gpu, "ecc_errors/aggregate/sram_threshold_exceeded")
+    return out
+
+
+def _ecc_counts(section: ET.Element | None) -> dict[str, int | Missing]:
+    """corrected, uncorrected, uncorrected_sram, uncorrected_dram of one scope (volatile or
+    aggregate)."""
+    if section is not None and section.find("single_bit") is not None:
+        # Before v11: per-location counts with a total for single- and double-bit errors. Device
+        # memory is the DRAM; every other location (register file, caches, texture, CBU) is SRAM
+        # on the chip.
+        uncorrected = _integer(section, "double_bit/total", _COUNT)
+        dram = _integer(section, "double_bit/device_memory", _COUNT)
+        sram = _sum(_integer(section, f"double_bit/{loc}", _COUNT) for loc in
+                    ("register_file", "l1_cache", "l2_cache", "texture_memory", "texture_shm",
+                     "cbu"))
+        return {"corrected": _integer(section, "single_bit/total", _COUNT),
+                "uncorrected": uncorrected, "uncorrected_sram": sram, "uncorrected_dram": dram}
+    if section is None:
+        return dict.fromkeys(("corrected", "uncorrected", "uncorrected_sram",
+                              "uncorrected_dram"), _ABSENT)
+    # v11+: sram_/dram_ (un)correctable, and from v12 sram_uncorrectable_parity/_secded.
+    counts = {child.tag: _integer(section, child.tag, _COUNT) for child in section
+              if child.tag.startswith(("sram_", "dram_")) and child.tag.count("correctable")}
     return {
-        "ecc_enabled": enabled,
-        "ecc_corrected": corrected,
-        "ecc_uncorrected": uncorrected,
+        "corrected": _sum(v for k, v in counts.items() if k.endswith("_correctable")),
+        "uncorrected": _sum(v for k, v in counts.items() if "_uncorrectable" in k),
+        "uncorrected_sram": _sum(v for k, v in counts.items()
+                                 if k.startswith("sram_uncorrectable")),
+        "uncorrected_dram": _sum(v for k, v in counts.items()
+                                 if k.startswith("dram_uncorrectable")),
     }
+
+
+def _retired_pages(pages: ET.Element | None) -> dict[str, object]:
+    names = ("retired_single_bit", "retired_double_bit", "retire_pending")
+    if pages is not None and len(pages) == 0:
+        return dict.fromkeys(names, _placeholder(pages))  # <retired_pages>N/A</retired_pages>
+    # Pages wait for the next driver load to be retired: "pending_blacklist" in every schema,
+    # "pending_retirement" beside it from v10 on; either pending is pending.
+    pending = [_flag(pages, "pending_blacklist"), _flag(pages, "pending_retirement")]
+    known = [p for p in pending if not isinstance(p, Missing)]
+    return dict(zip(names, (
+        _integer(pages, "multiple_single_bit_retirement/retired_count", _COUNT),
+        _integer(pages, "double_bit_retirement/retired_count", _COUNT),
+        any(known) if known else _first_missing(pending),
+    )))
+
+
+def _first_missing(values: list[bool | Missing]) -> Missing:
+    """The Missing that says most: one the file printed before one it lacks."""
+    found = [v for v in values if isinstance(v, Missing)]
+    return next((v for v in found if v is not _ABSENT), found[0] if found else _ABSENT)
 
 
 def _remapped_rows(rows: ET.Element | None) -> dict[str, object]:

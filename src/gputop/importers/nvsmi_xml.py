@@ -16,6 +16,7 @@ Text nvidia-smi prints instead of a value becomes a `Missing`: "N/A", "Not Suppo
 from __future__ import annotations
 
 import calendar
+import dataclasses
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
@@ -81,11 +82,27 @@ def parse_nvsmi_xml(text: str, *, time: float | None = None) -> Snapshot:
     NVML or CUDA use). `time` overrides the file's `<timestamp>`, which carries no time zone and is
     read as UTC.
     """
-    root = _parse_root(text)
-    warnings: list[str] = []
+    return read_log(_parse_root(text), time=time)
+
+
+# A <gpu> element with this attribute stands for a GPU nvidia-smi could not open ("Unable to
+# determine the device handle for GPU ...: GPU is lost"); its value is nvidia-smi's reason. Only
+# the plain-text importer builds such elements: nvidia-smi leaves the GPU out of its XML.
+UNREACHABLE = "gputop-unreachable"
+
+
+def read_log(root: ET.Element, *, time: float | None = None,
+             warnings: Iterable[str] = ()) -> Snapshot:
+    """One Snapshot from the element tree of an `nvidia-smi -q -x` log: the XML's, or the one
+    the plain `-q` text importer builds with the same tags."""
+    warnings = list(warnings)
     devices: list[DeviceSample] = []
     processes: list[ProcessSample] = []
     for index, gpu in enumerate(root.findall("gpu")):
+        reason = gpu.get(UNREACHABLE)
+        if reason is not None:
+            devices.append(_unreachable(index, gpu.get("id", ""), reason))
+            continue
         devices.append(_device(index, gpu, warnings))
         processes.extend(_processes(index, gpu, warnings))
 
@@ -219,7 +236,27 @@ def _sum(values: Iterable[int | Missing]) -> int | Missing:
 # One GPU
 
 
+def _unreachable(index: int, bus_id: str, reason: str) -> DeviceSample:
+    """A GPU nvidia-smi could not open. NVML fails to give a handle to a GPU that fell off the
+    bus ("GPU is lost", and "Unknown Error" from older drivers): it is marked lost, as the NVML
+    source marks a GPU whose handle it cannot get, with nvidia-smi's words as the detail."""
+    lost = Missing("gpu_lost", detail=reason)
+    base = DeviceSample(index=index, vendor="nvidia", name="", uuid="", pci_bus_id=bus_id)
+    return dataclasses.replace(mark_all(base, lost), lost=lost)
+
+
 def _device(index: int, gpu: ET.Element, warnings: list[str]) -> DeviceSample:
+    sample = _readings(index, gpu, warnings)
+    # A GPU that fell off the bus while nvidia-smi read it prints "GPU is lost" for its values.
+    if any(getattr(sample, name) == _GPU_LOST for name in DeviceSample._measured):
+        sample = dataclasses.replace(sample, lost=_GPU_LOST)
+    return sample
+
+
+_GPU_LOST = Missing("gpu_lost")
+
+
+def _readings(index: int, gpu: ET.Element, warnings: list[str]) -> DeviceSample:
     fb = gpu.find("fb_memory_usage")
     util = gpu.find("utilization")
     clocks = gpu.find("clocks")

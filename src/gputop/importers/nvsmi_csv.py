@@ -24,8 +24,7 @@ from __future__ import annotations
 import calendar
 import functools
 import re
-import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gputop.importers.nvsmi_values import (
@@ -37,6 +36,7 @@ from gputop.importers.nvsmi_values import (
     text_or_blank,
     unreadable,
 )
+from gputop.importers.timing import moments_taken
 from gputop.model import (
     THROTTLE,
     DeviceSample,
@@ -132,14 +132,14 @@ def is_header(line: str) -> bool:
 
 
 def parse_query_gpu_csv(text: str, *, fields: Sequence[str] | None = None, start: float = 0.0,
-                        interval: float = 1.0) -> list[Snapshot]:
+                        interval: float = 1.0, given: Collection[str] = ()) -> list[Snapshot]:
     """The Snapshots of one `--query-gpu` CSV log, in file order.
 
     `fields` is the `--query-gpu` list for a file written with `noheader` (a header in the file
     wins). `start` and `interval` time the moments of a log without a `timestamp` column.
     Raises ValueError when no line can be read as a GPU.
     """
-    reader = _Reader(start=start, interval=interval)
+    reader = _Reader(start=start, interval=interval, given=tuple(given))
     if fields:
         reader.set_header(list(fields))
     for number, line in enumerate(text.splitlines(), 1):
@@ -175,6 +175,7 @@ class _Moment:
 class _Reader:
     start: float
     interval: float
+    given: tuple[str, ...]  # which of --start and --interval the user set
     header: list[str] | None = None
     units: dict[str, str] = field(default_factory=dict)
     used: list[tuple[int, str]] = field(default_factory=list)  # (column, name) of fields read
@@ -244,20 +245,12 @@ class _Reader:
             if when is None:
                 when = self.start + i * self.interval
                 if i == 0:
-                    warnings.insert(0, _untimed_warning(self.start, self.interval))
+                    warnings.insert(0, "no timestamp column: " + moments_taken(
+                        self.start, self.interval, self.given))
             devices = [_device(slots.index(line, pos), line.cells, self.units, when, slots)
                        for pos, line in enumerate(moment.lines)]
             snaps.append(_snapshot(when, devices, moment.lines[0].cells, warnings))
         return snaps
-
-
-def _untimed_warning(start: float, interval: float) -> str:
-    return (f"no timestamp column: moments are taken {interval:g} s apart from "
-            f"{_utc(start)} UTC (set them with --start and --interval)")
-
-
-def _utc(t: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t))
 
 
 def _timestamp(text: str) -> float | None:

@@ -20,12 +20,12 @@ from __future__ import annotations
 import dataclasses
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Union
 
 from gputop.importers.nvsmi_values import REASONS
 from gputop.importers.nvsmi_xml import UNREACHABLE, read_log
+from gputop.importers.timing import moments_taken
 from gputop.model import Snapshot
 
 BANNER = "NVSMI LOG"
@@ -34,7 +34,7 @@ _BANNER_LINE = re.compile(r"\s*=+\s*NVSMI LOG\s*=+\s*")
 # ("C:\\Windows\\...", bus ids) but never a space before one.
 _FIELD = re.compile(r"(?P<label>\S.*?)\s+:(?: (?P<value>.*))?")
 _GPU_HEADER = re.compile(r"GPU (?P<id>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])")
-_UNREACHABLE = re.compile(
+UNREACHABLE_LINE = re.compile(
     r"Unable to determine the device handle for (?:GPU)\s*(?P<id>[0-9A-Fa-f:.]+):\s*(?P<why>.*)")
 # Driver 610 prints "610.57.04 [Deprecated; will be removed in CUDA 14.0. Use KMD Version ...]".
 _DEPRECATED = re.compile(r"\s*\[Deprecated[^\]]*\]\s*$")
@@ -45,7 +45,7 @@ _DEPRECATED = re.compile(r"\s*\[Deprecated[^\]]*\]\s*$")
 # (-q nests "HW Thermal Slowdown" under "HW Slowdown", -q -x lists them side by side).
 
 INLINE = ""
-Labels = Mapping[str, Union[str, tuple[str, "Labels"]]]
+Labels = Mapping[str, str | tuple[str, "Labels"]]
 
 _FB: Labels = {"Total": "total", "Reserved": "reserved", "Used": "used", "Free": "free"}
 _CLOCKS: Labels = {"Graphics": "graphics_clock", "SM": "sm_clock", "Memory": "mem_clock",
@@ -221,13 +221,14 @@ def looks_like_q_text(head: str) -> bool:
 
 
 def parse_q_text(text: str, *, start: float = 0.0, interval: float = 1.0,
-                 untimed_warning: str = "") -> list[Snapshot]:
+                 given: Collection[str] = ()) -> list[Snapshot]:
     """The Snapshots of one `nvidia-smi -q` output, one per moment, in file order.
 
-    A moment without a readable `Timestamp` is timed `start + i * interval` and its Snapshot
-    carries `untimed_warning`. Raises ValueError when no moment names a GPU."""
+    A moment without a readable `Timestamp` is timed `start + i * interval` (the first says so).
+    Raises ValueError when no moment names a GPU."""
     snaps: list[Snapshot] = []
     skipped: list[str] = []
+    untimed = False
     moments = list(_moments(text))
     for i, moment in enumerate(moments):
         root = _tree(moment)
@@ -239,8 +240,10 @@ def parse_q_text(text: str, *, start: float = 0.0, interval: float = 1.0,
         timed = stamp is not None and _readable_time(stamp)
         warnings = [*skipped, *moment.warnings]
         skipped = []
-        if not timed and untimed_warning:
-            warnings.insert(0, untimed_warning)
+        if not timed and not untimed:
+            untimed = True
+            warnings.insert(0, "the text has no Timestamp line: "
+                            + moments_taken(start, interval, given))
         snaps.append(read_log(root, time=None if timed else start + i * interval,
                               warnings=warnings))
     if not snaps:
@@ -295,10 +298,10 @@ def _moments(text: str) -> Iterator[_Moment]:
             moment.unreachable, pending_unreachable = pending_unreachable, []
             stack = []
             continue
-        lost = _UNREACHABLE.match(stripped)
+        lost = UNREACHABLE_LINE.match(stripped)
         if lost:
             where = moment.unreachable if moment is not None else pending_unreachable
-            where.append((_bus_id(lost.group("id")), lost.group("why").strip()))
+            where.append((bus_id(lost.group("id")), lost.group("why").strip()))
             continue
         indent = len(line) - len(line.lstrip(" "))
         m = _FIELD.fullmatch(stripped)
@@ -328,7 +331,7 @@ def _moments(text: str) -> Iterator[_Moment]:
             yield moment
 
 
-def _bus_id(text: str) -> str:
+def bus_id(text: str) -> str:
     """nvidia-smi prints "0000:02:00.0" in that line and "00000000:02:00.0" elsewhere."""
     domain, sep, rest = text.partition(":")
     return f"{int(domain, 16):08X}:{rest.upper()}" if sep and rest else text
@@ -354,20 +357,26 @@ def _tree(moment: _Moment) -> ET.Element:
                 ET.SubElement(root, _TOP[node.label]).text = value
             elif value and not node.label.startswith(("Driver", "CUDA Version")):
                 existing.text = value  # the KMD / UMD names win over the deprecated ones
-    for bus_id, why in moment.unreachable:
-        lost = ET.Element("gpu", {"id": bus_id, UNREACHABLE: why})
-        after = [i for i, g in enumerate(gpus) if _bus_key(g.get("id", "")) < _bus_key(bus_id)]
-        gpus.insert(after[-1] + 1 if after else 0, lost)
+    for bus, why in moment.unreachable:
+        add_unreachable(gpus, bus, why)
     root.extend(gpus)
     return root
 
 
-def _bus_key(bus_id: str) -> tuple[int, str]:
-    domain, _, rest = bus_id.partition(":")
+def add_unreachable(gpus: list[ET.Element], bus: str, why: str) -> None:
+    """Puts a GPU nvidia-smi could not open among `gpus`, in PCI bus order as NVML numbers
+    them."""
+    lost = ET.Element("gpu", {"id": bus, UNREACHABLE: why})
+    after = [i for i, g in enumerate(gpus) if _bus_key(g.get("id", "")) < _bus_key(bus)]
+    gpus.insert(after[-1] + 1 if after else 0, lost)
+
+
+def _bus_key(bus: str) -> tuple[int, str]:
+    domain, _, rest = bus.partition(":")
     try:
         return int(domain, 16), rest.upper()
     except ValueError:
-        return 0, bus_id.upper()
+        return 0, bus.upper()
 
 
 def _fill(parent: ET.Element, nodes: list[_Node], labels: Labels) -> None:
@@ -377,11 +386,11 @@ def _fill(parent: ET.Element, nodes: list[_Node], labels: Labels) -> None:
     for node in nodes:
         how = labels.get(node.label)
         if node.label == "MIG Device" and parent.tag == "gpu":
-            mig = ET.SubElement(_child(parent, "mig_devices"), "mig_device")
+            mig = ET.SubElement(child(parent, "mig_devices"), "mig_device")
             _fill(mig, node.children, _MIG_DEVICE)
             continue
         if node.label == "Processes" and parent.tag == "gpu":
-            _fill(_child(parent, "processes"), node.children, {})
+            _fill(child(parent, "processes"), node.children, {})
             continue
         if how is None:
             continue
@@ -389,7 +398,7 @@ def _fill(parent: ET.Element, nodes: list[_Node], labels: Labels) -> None:
             _fill(parent, node.children, labels)
             continue
         tag, sub = (how, labels) if isinstance(how, str) else how
-        el = _child(parent, tag)
+        el = child(parent, tag)
         if node.value is not None and not (node.children and not isinstance(how, str)):
             el.text = node.value  # "Remapped Rows : N/A" prints one text for the section
         if node.children:
@@ -412,13 +421,13 @@ def _fill_processes(parent: ET.Element, nodes: list[_Node]) -> None:
                 ET.SubElement(info, k).text = v
             ids = {}
             ET.SubElement(info, "pid").text = node.value
-            for child in node.children:
-                child_tag = _PROCESS.get(child.label)
-                if isinstance(child_tag, str) and child.value is not None:
-                    ET.SubElement(info, child_tag).text = child.value
+            for item in node.children:
+                item_tag = _PROCESS.get(item.label)
+                if isinstance(item_tag, str) and item.value is not None:
+                    ET.SubElement(info, item_tag).text = item.value
 
 
-def _child(parent: ET.Element, path: str) -> ET.Element:
+def child(parent: ET.Element, path: str) -> ET.Element:
     el = parent
     for tag in path.split("/"):
         found = el.find(tag)

@@ -419,7 +419,8 @@ def _ecc(gpu: ET.Element) -> dict[str, object]:
 def _ecc_counts(section: ET.Element | None) -> dict[str, int | Missing]:
     """corrected, uncorrected, uncorrected_sram, uncorrected_dram of one scope (volatile or
     aggregate)."""
-    if section is not None and section.find("single_bit") is not None:
+    if section is not None and (section.find("single_bit") is not None
+                                or section.find("double_bit") is not None):
         # Before v11: per-location counts with a total for single- and double-bit errors. Device
         # memory is the DRAM; every other location (register file, caches, texture, CBU) is SRAM
         # on the chip.

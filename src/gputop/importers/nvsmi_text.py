@@ -214,10 +214,20 @@ def looks_like_q_text(head: str) -> bool:
     """True for the first lines of `nvidia-smi -q` output (pasted with or without its banner)."""
     if _BANNER_LINE.search(head[:4096]):
         return True
-    lines = [line.strip() for line in head.splitlines()[:40]]
-    fields = {m.group("label") for line in lines if (m := _FIELD.fullmatch(line))}
-    return (any(_GPU_HEADER.fullmatch(line) for line in lines)
-            and bool(fields & {"Product Name", "Driver Version", "Timestamp", "Attached GPUs"}))
+    lines = [line.strip() for line in head.splitlines()[:60]]
+    labels = {m.group("label") if (m := _FIELD.fullmatch(line)) else line for line in lines}
+    if any(_GPU_HEADER.fullmatch(line) for line in lines):
+        return bool(labels & {"Product Name", "Driver Version", "Timestamp", "Attached GPUs"})
+    # A fragment: sections of one GPU without the GPU line.
+    return len(labels & _SECTIONS) >= 2
+
+
+# Section headings only -q prints, for telling a pasted fragment of it.
+_SECTIONS = frozenset({
+    "Clocks Event Reasons", "Clocks Throttle Reasons", "Clocks Event Reasons Counters",
+    "FB Memory Usage", "GPU Power Readings", "Power Readings", "ECC Errors", "Retired Pages",
+    "Remapped Rows", "Max Clocks", "Performance State", "Product Name", "GPU UUID",
+})
 
 
 def parse_q_text(text: str, *, start: float = 0.0, interval: float = 1.0,
@@ -307,7 +317,8 @@ def _moments(text: str) -> Iterator[_Moment]:
         m = _FIELD.fullmatch(stripped)
         node = (_Node(m.group("label"), (m.group("value") or "").strip(), number) if m
                 else _Node(stripped, None, number))
-        if node.value is None and not _GPU_HEADER.fullmatch(stripped) and not stack:
+        if (not stack and node.value is None and not _GPU_HEADER.fullmatch(stripped)
+                and node.label not in _GPU):
             continue  # not -q output: a prompt, a command, a pasted remark
         while stack and stack[-1][0] >= indent:
             stack.pop()
@@ -344,6 +355,13 @@ def bus_id(text: str) -> str:
 def _tree(moment: _Moment) -> ET.Element:
     root = ET.Element("nvidia_smi_log")
     gpus: list[ET.Element] = []
+    # Sections of one GPU pasted without their "GPU 00000000:..." line (`-q -d PERFORMANCE`
+    # cut to what the ticket is about) are that GPU's.
+    loose = [n for n in moment.nodes if n.label in _GPU and n.label not in _TOP]
+    if loose:
+        gpu = ET.Element("gpu")
+        _fill(gpu, loose, _GPU)
+        gpus.append(gpu)
     for node in moment.nodes:
         header = _GPU_HEADER.fullmatch(node.label) if node.value is None else None
         if header:

@@ -179,6 +179,18 @@ def _value(text: str) -> str:
     return f"[{text}]" if text == "ERR!" else text
 
 
+_SLASH = re.compile(r"\s+/\s+")
+
+
+def _halves(cell: str) -> tuple[str, str]:
+    """"19818MiB /  81559MiB" -> ("19818MiB", "81559MiB"): split at the last " / " (a value
+    may itself be "N/A")."""
+    parts = _SLASH.split(cell.strip())
+    if len(parts) < 2:
+        return cell.strip(), ""
+    return " / ".join(parts[:-1]), parts[-1]
+
+
 def _gpu(rows: list[list[str]]) -> ET.Element | None:
     if len(rows) < 2 or min(len(r) for r in rows[:2]) < 3:
         return None
@@ -202,7 +214,7 @@ def _gpu(rows: list[list[str]]) -> ET.Element | None:
         _put(gpu, "ecc_errors/volatile/double_bit/total", _value(ecc))
         if ecc[:1].isdigit():
             _put(gpu, "ecc_mode/current_ecc", "Enabled")  # counts show only with ECC on
-    left, _, cap = second[0].rpartition("/")  # "N/A   30C    P0   100W /  700W"
+    left, cap = _halves(second[0])  # "N/A   30C    P0   100W /  700W", "... N/A /  N/A"
     gauges = left.split()
     if len(gauges) >= 4:
         _put(gpu, "fan_speed", _value(gauges[0]))
@@ -210,9 +222,9 @@ def _gpu(rows: list[list[str]]) -> ET.Element | None:
         _put(gpu, "performance_state", _value(gauges[2]))
         _put(gpu, "gpu_power_readings/power_draw", _value(gauges[-1]))
         _put(gpu, "gpu_power_readings/current_power_limit", _value(cap.strip()))
-    used, _, total = second[1].partition("/")
-    _put(gpu, "fb_memory_usage/used", _value(used.strip()))
-    _put(gpu, "fb_memory_usage/total", _value(total.strip()))
+    used, total = _halves(second[1])
+    _put(gpu, "fb_memory_usage/used", _value(used))
+    _put(gpu, "fb_memory_usage/total", _value(total))
     util = second[2].split()
     if util:
         _put(gpu, "utilization/gpu_util", _value(util[0]))
@@ -229,9 +241,9 @@ def _mig_device(gpus: dict[str, ET.Element], cells: list[str]) -> None:
     mig = ET.SubElement(child(gpu, "mig_devices"), "mig_device")
     _put(mig, "gpu_instance_id", ids[1])
     _put(mig, "compute_instance_id", ids[2])
-    used, _, total = cells[1].partition("/")
-    _put(mig, "fb_memory_usage/used", _value(used.strip()))
-    _put(mig, "fb_memory_usage/total", _value(total.strip()))
+    used, total = _halves(cells[1])
+    _put(mig, "fb_memory_usage/used", _value(used))
+    _put(mig, "fb_memory_usage/total", _value(total))
 
 
 def _process(gpus: dict[str, ET.Element], tokens: list[str], instances: bool,
@@ -259,5 +271,5 @@ def _process(gpus: dict[str, ET.Element], tokens: list[str], instances: bool,
 
 
 def _put(parent: ET.Element, path: str, text: str | None) -> None:
-    if text is not None:
+    if text:
         child(parent, path).text = text

@@ -369,14 +369,16 @@ TROUBLED_XML = """<?xml version="1.0" ?>
     <performance_state>P0</performance_state>
     <clocks_event_reasons>
       <clocks_event_reason_gpu_idle>Not Active</clocks_event_reason_gpu_idle>
-      <clocks_event_reason_applications_clocks_setting>Not Active</clocks_event_reason_applications_clocks_setting>
+      <clocks_event_reason_applications_clocks_setting>Not Active
+        </clocks_event_reason_applications_clocks_setting>
       <clocks_event_reason_sw_power_cap>Not Active</clocks_event_reason_sw_power_cap>
       <clocks_event_reason_hw_slowdown>Active</clocks_event_reason_hw_slowdown>
       <clocks_event_reason_hw_thermal_slowdown>Not Active</clocks_event_reason_hw_thermal_slowdown>
       <clocks_event_reason_hw_power_brake_slowdown>Active</clocks_event_reason_hw_power_brake_slowdown>
       <clocks_event_reason_sync_boost>Not Active</clocks_event_reason_sync_boost>
       <clocks_event_reason_sw_thermal_slowdown>Not Active</clocks_event_reason_sw_thermal_slowdown>
-      <clocks_event_reason_display_clocks_setting>Not Active</clocks_event_reason_display_clocks_setting>
+      <clocks_event_reason_display_clocks_setting>Not Active
+        </clocks_event_reason_display_clocks_setting>
     </clocks_event_reasons>
     <fb_memory_usage><total>81920 MiB</total><reserved>512 MiB</reserved>
       <used>40000 MiB</used><free>41408 MiB</free></fb_memory_usage>

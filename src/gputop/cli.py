@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import json
 import os
 import signal
@@ -15,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from gputop import __version__
-from gputop.errors import GputopError, RecordingError
+from gputop.errors import BackendUnavailable, GputopError, RecordingError
 from gputop.model import Snapshot
 
 ONCE_TIMEOUT_S = 30.0
@@ -112,8 +113,31 @@ def live_poller(args: argparse.Namespace, *, slow_interval: float = 5.0) -> Any:
     else:
         sources.append(AmdSource(slow_interval=slow_interval))
     poller = Poller(sources, HostSource(), devices=args.devices)
-    poller.open()
+    try:
+        poller.open()
+    except BackendUnavailable as e:
+        raise no_gpu_error(e, poller.failures) from None
     return poller
+
+
+def no_gpu_error(top: BackendUnavailable,
+                 failures: Sequence[BackendUnavailable]) -> BackendUnavailable:
+    """What to say when no GPU source opens. A driver fault (`priority` > 0) is said as it is.
+    Where nothing was found at all, the NVIDIA reason, the AMD one where amdsmi is installed
+    (its user has AMD GPUs in mind), and that `--demo` runs without a GPU."""
+    if top.priority > 0:
+        return top
+    parts = [str(top)]
+    for f in failures:
+        if f is top or "AMD" not in f.message:
+            continue
+        if f.message != "no AMD GPU found":
+            parts.append(str(f))  # an AMD GPU is there, and this is why it cannot be read
+        elif importlib.util.find_spec("amdsmi") is not None:
+            parts.append("amdsmi is installed but finds no AMD GPU: load ROCm's amdgpu driver "
+                         "(sudo modprobe amdgpu), or give the container /dev/kfd and /dev/dri")
+    parts.append("to see gputop without a GPU: gputop --demo")
+    return BackendUnavailable("; ".join(parts))
 
 
 def demo_feed(args: argparse.Namespace) -> Any:

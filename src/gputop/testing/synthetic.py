@@ -37,12 +37,7 @@ def h100(index: int, **over: Any) -> DeviceSample:
         pcie_gen=5, pcie_gen_max=5, pcie_width=16, pcie_width_max=16, pcie_rx=2.0e9,
         pcie_tx=5.0e8, pcie_replays=0, enc_util=0.0, dec_util=0.0, ecc_enabled=True,
         ecc_corrected=0, ecc_uncorrected=0, remapped_corrected=0, remapped_uncorrected=0,
-        remap_pending=False, remap_failed=False, ecc_corrected_aggregate=0,
-        ecc_uncorrected_aggregate=0, ecc_uncorrected_sram=0, ecc_uncorrected_dram=0,
-        ecc_uncorrected_sram_aggregate=0, ecc_uncorrected_dram_aggregate=0,
-        ecc_sram_threshold_exceeded=False, retired_single_bit=Missing("unsupported"),
-        retired_double_bit=Missing("unsupported"), retire_pending=Missing("unsupported"),
-        mig_enabled=False, gr_active=96.0,
+        remap_pending=False, remap_failed=False, mig_enabled=False, gr_active=96.0,
         sm_active=92.0, sm_occupancy=14.0, tensor_active=85.0, dram_active=23.0,
         numa_node=index // 4, cpu_affinity="0-51" if index < 4 else "52-103",
     )

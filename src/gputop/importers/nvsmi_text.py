@@ -31,8 +31,8 @@ from gputop.model import Snapshot
 BANNER = "NVSMI LOG"
 _BANNER_LINE = re.compile(r"\s*=+\s*NVSMI LOG\s*=+\s*")
 # "Label    : value": the label is padded with spaces up to the colon; a value may hold colons
-# ("C:\\Windows\\...", bus ids) but never a space before one.
-_FIELD = re.compile(r"(?P<label>\S.*?)\s+:(?: (?P<value>.*))?")
+# ("C:\\Windows\\...", bus ids) but a label never holds " :".
+_SEPARATOR = " :"
 _GPU_HEADER = re.compile(r"GPU (?P<id>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])")
 UNREACHABLE_LINE = re.compile(
     r"Unable to determine the device handle for (?:GPU)\s*(?P<id>[0-9A-Fa-f:.]+):\s*(?P<why>.*)")
@@ -215,7 +215,7 @@ def looks_like_q_text(head: str) -> bool:
     if _BANNER_LINE.search(head[:4096]):
         return True
     lines = [line.strip() for line in head.splitlines()[:60]]
-    labels = {m.group("label") if (m := _FIELD.fullmatch(line)) else line for line in lines}
+    labels = {_split(line)[0] for line in lines}
     if any(_GPU_HEADER.fullmatch(line) for line in lines):
         return bool(labels & {"Product Name", "Driver Version", "Timestamp", "Attached GPUs"})
     # A fragment: sections of one GPU without the GPU line.
@@ -301,22 +301,21 @@ def _moments(text: str) -> Iterator[_Moment]:
         stripped = line.strip()
         if not stripped:
             continue
-        if _BANNER_LINE.fullmatch(line):
+        if "NVSMI LOG" in line and _BANNER_LINE.fullmatch(line):
             if moment is not None and moment.nodes:
                 yield moment
             moment = _Moment(number)
             moment.unreachable, pending_unreachable = pending_unreachable, []
             stack = []
             continue
-        lost = UNREACHABLE_LINE.match(stripped)
+        lost = UNREACHABLE_LINE.match(stripped) if stripped.startswith("Unable") else None
         if lost:
             where = moment.unreachable if moment is not None else pending_unreachable
             where.append((bus_id(lost.group("id")), lost.group("why").strip()))
             continue
         indent = len(line) - len(line.lstrip(" "))
-        m = _FIELD.fullmatch(stripped)
-        node = (_Node(m.group("label"), (m.group("value") or "").strip(), number) if m
-                else _Node(stripped, None, number))
+        label, value = _split(stripped)
+        node = _Node(label, value, number)
         if (not stack and node.value is None and not _GPU_HEADER.fullmatch(stripped)
                 and node.label not in _GPU):
             continue  # not -q output: a prompt, a command, a pasted remark
@@ -340,6 +339,15 @@ def _moments(text: str) -> Iterator[_Moment]:
         moment.unreachable += pending_unreachable
         if moment.nodes or moment.unreachable:
             yield moment
+
+
+def _split(line: str) -> tuple[str, str | None]:
+    """("Product Name", "NVIDIA H100") for "Product Name   : NVIDIA H100"; (line, None) for a
+    section heading."""
+    label, sep, value = line.partition(_SEPARATOR)
+    if not sep:
+        return line, None
+    return label.rstrip(), value.strip()
 
 
 def bus_id(text: str) -> str:
@@ -397,7 +405,12 @@ def _bus_key(bus: str) -> tuple[int, str]:
         return 0, bus.upper()
 
 
-def _fill(parent: ET.Element, nodes: list[_Node], labels: Labels) -> None:
+_DEPTH = 12  # -q nests 5 deep; a deeper text is not -q output, and is not followed
+
+
+def _fill(parent: ET.Element, nodes: list[_Node], labels: Labels, depth: int = 0) -> None:
+    if depth > _DEPTH:
+        return
     if parent.tag == "processes":
         _fill_processes(parent, nodes)
         return
@@ -405,15 +418,15 @@ def _fill(parent: ET.Element, nodes: list[_Node], labels: Labels) -> None:
         how = labels.get(node.label)
         if node.label == "MIG Device" and parent.tag == "gpu":
             mig = ET.SubElement(child(parent, "mig_devices"), "mig_device")
-            _fill(mig, node.children, _MIG_DEVICE)
+            _fill(mig, node.children, _MIG_DEVICE, depth + 1)
             continue
         if node.label == "Processes" and parent.tag == "gpu":
-            _fill(child(parent, "processes"), node.children, {})
+            _fill(child(parent, "processes"), node.children, {}, depth + 1)
             continue
         if how is None:
             continue
         if how == INLINE:
-            _fill(parent, node.children, labels)
+            _fill(parent, node.children, labels, depth + 1)
             continue
         tag, sub = (how, labels) if isinstance(how, str) else how
         el = child(parent, tag)
@@ -422,7 +435,7 @@ def _fill(parent: ET.Element, nodes: list[_Node], labels: Labels) -> None:
         if node.children:
             # A value with children under it ("HW Slowdown" and its two kinds) lists the
             # children beside it, as -q -x does.
-            _fill(parent if isinstance(how, str) else el, node.children, sub)
+            _fill(parent if isinstance(how, str) else el, node.children, sub, depth + 1)
 
 
 def _fill_processes(parent: ET.Element, nodes: list[_Node]) -> None:

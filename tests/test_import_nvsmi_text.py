@@ -636,3 +636,35 @@ def test_q_text_and_xml_are_not_mixed_in_one_import():
     text = TROUBLED_Q
     with pytest.raises(Exception, match="mix"):
         import_logs([("a.txt", text), ("b.xml", TROUBLED_XML)])
+
+
+def test_the_old_throttle_reason_names_read_as_the_new_ones():
+    text = """\
+GPU 00000000:3B:00.0
+    Product Name                          : Tesla V100-SXM2-32GB
+    Performance State                     : P0
+    Clocks Throttle Reasons
+        Idle                              : Not Active
+        Applications Clocks Setting       : Not Active
+        SW Power Cap                      : Not Active
+        HW Slowdown                       : Not Active
+            HW Thermal Slowdown           : Not Active
+            HW Power Brake Slowdown       : Not Active
+        Sync Boost                        : Not Active
+        SW Thermal Slowdown               : Active
+        Display Clock Setting             : Not Active
+    Retired Pages
+        Single Bit ECC                    : 0
+        Double Bit ECC                    : 1
+        Pending                           : Yes
+"""
+    (gpu,) = parse_q_text(text)[0].devices
+    assert gpu.throttle == ("sw_thermal",)
+    assert (gpu.retired_double_bit, gpu.retire_pending) == (1, True)
+    assert gpu.pci_bus_id == "00000000:3B:00.0"
+
+
+def test_a_table_pasted_after_its_command_is_told_and_read():
+    text = "$ nvidia-smi\n" + (TABLE / f"{H100_LOAD}_table.txt").read_text("utf-8") + "$ \n"
+    assert sniff(text) == "table"
+    assert len(parse_table(text)[0].processes) == 3

@@ -196,7 +196,7 @@ _GPU: Labels = {
     "Clocks": ("clocks", _CLOCKS),
     "Max Clocks": ("max_clocks", _CLOCKS),
 }
-_TOP: Labels = {
+_TOP: dict[str, str] = {
     "Timestamp": "timestamp",
     "Driver Version": "driver_version",
     "KMD Version": "driver_version",  # driver 610's name for it, read after "Driver Version"

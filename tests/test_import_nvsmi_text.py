@@ -668,3 +668,51 @@ def test_a_table_pasted_after_its_command_is_told_and_read():
     text = "$ nvidia-smi\n" + (TABLE / f"{H100_LOAD}_table.txt").read_text("utf-8") + "$ \n"
     assert sniff(text) == "table"
     assert len(parse_table(text)[0].processes) == 3
+
+
+@pytest.mark.parametrize("parse, path", [
+    (parse_q_text, Q / f"{H100_MIG}_q.txt"), (parse_q_text, Q / f"{V100}_q.txt"),
+    (parse_table, TABLE / f"{H100_MIG}_table.txt"), (parse_table, TABLE / f"{WINDOWS}_table.txt"),
+])
+def test_cut_shuffled_or_garbled_pastes_give_snapshots_or_a_value_error(parse, path: Path):
+    import random
+
+    rng = random.Random(7)
+    lines = path.read_text("utf-8").splitlines(keepends=True)
+    for _ in range(60):
+        mutated = list(lines)
+        how = rng.randrange(4)
+        if how == 0:  # cut off anywhere
+            mutated = mutated[: rng.randrange(len(mutated))]
+        elif how == 1:  # lines lost
+            for _ in range(rng.randrange(1, 20)):
+                mutated.pop(rng.randrange(len(mutated)))
+        elif how == 2:  # re-indented or moved
+            for _ in range(rng.randrange(1, 10)):
+                i, j = rng.randrange(len(mutated)), rng.randrange(len(mutated))
+                mutated[i], mutated[j] = " " * rng.randrange(12) + mutated[j].lstrip(), mutated[i]
+        else:  # bytes garbled
+            text = "".join(mutated)
+            for _ in range(rng.randrange(1, 30)):
+                k = rng.randrange(len(text))
+                text = text[:k] + chr(rng.randrange(32, 0x2FF)) + text[k + 1:]
+            mutated = [text]
+        try:
+            snaps = parse("".join(mutated))
+        except ValueError as e:
+            assert "\n" not in str(e)
+        else:
+            for snap in snaps:
+                assert Snapshot.from_dict(snap.to_dict()) == snap
+
+
+def test_a_garbled_process_is_left_out_and_said_the_rest_is_read():
+    text = TROUBLED_Q.replace("Process ID                        : 4242",
+                              "Process ID                        : 42x2")
+    (snap,) = parse_q_text(text)
+    assert snap.processes == () and snap.devices[0].remap_pending is True
+    assert snap.warnings == ("line 87 skipped: unreadable process id '42x2'",)
+    table_text = (TABLE / f"{H100_LOAD}_table.txt").read_text("utf-8").replace("11328", "1l328")
+    (snap,) = parse_table(table_text)
+    assert [p.pid for p in snap.processes] == [11327, 11345]
+    assert any("a process row cannot be read" in w for w in snap.warnings)

@@ -250,7 +250,7 @@ def _process(gpus: dict[str, ET.Element], tokens: list[str], instances: bool,
              warnings: list[str]) -> None:
     """"0 N/A N/A 11327 C /root/tools/memhog 2566MiB" (GI and CI from driver 450 on)."""
     width = 6 if instances else 4  # gpu [gi ci] pid type ... memory
-    if len(tokens) < width:
+    if len(tokens) < width or not tokens[width - 3].isdigit():
         warnings.append(f"a process row cannot be read: {' '.join(tokens)!r}")
         return
     gpu = gpus.get(tokens[0])

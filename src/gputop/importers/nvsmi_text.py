@@ -368,13 +368,13 @@ def _tree(moment: _Moment) -> ET.Element:
     loose = [n for n in moment.nodes if n.label in _GPU and n.label not in _TOP]
     if loose:
         gpu = ET.Element("gpu")
-        _fill(gpu, loose, _GPU)
+        _fill(gpu, loose, _GPU, moment.warnings)
         gpus.append(gpu)
     for node in moment.nodes:
         header = _GPU_HEADER.fullmatch(node.label) if node.value is None else None
         if header:
             gpu = ET.Element("gpu", id=header.group("id"))
-            _fill(gpu, node.children, _GPU)
+            _fill(gpu, node.children, _GPU, moment.warnings)
             gpus.append(gpu)
         elif node.label in _TOP and node.value is not None:
             value = _DEPRECATED.sub("", node.value)
@@ -408,25 +408,26 @@ def _bus_key(bus: str) -> tuple[int, str]:
 _DEPTH = 12  # -q nests 5 deep; a deeper text is not -q output, and is not followed
 
 
-def _fill(parent: ET.Element, nodes: list[_Node], labels: Labels, depth: int = 0) -> None:
+def _fill(parent: ET.Element, nodes: list[_Node], labels: Labels, warnings: list[str],
+          depth: int = 0) -> None:
     if depth > _DEPTH:
         return
     if parent.tag == "processes":
-        _fill_processes(parent, nodes)
+        _fill_processes(parent, nodes, warnings)
         return
     for node in nodes:
         how = labels.get(node.label)
         if node.label == "MIG Device" and parent.tag == "gpu":
             mig = ET.SubElement(child(parent, "mig_devices"), "mig_device")
-            _fill(mig, node.children, _MIG_DEVICE, depth + 1)
+            _fill(mig, node.children, _MIG_DEVICE, warnings, depth + 1)
             continue
         if node.label == "Processes" and parent.tag == "gpu":
-            _fill(child(parent, "processes"), node.children, {}, depth + 1)
+            _fill(child(parent, "processes"), node.children, {}, warnings, depth + 1)
             continue
         if how is None:
             continue
         if how == INLINE:
-            _fill(parent, node.children, labels, depth + 1)
+            _fill(parent, node.children, labels, warnings, depth + 1)
             continue
         tag, sub = (how, labels) if isinstance(how, str) else how
         el = child(parent, tag)
@@ -435,10 +436,11 @@ def _fill(parent: ET.Element, nodes: list[_Node], labels: Labels, depth: int = 0
         if node.children:
             # A value with children under it ("HW Slowdown" and its two kinds) lists the
             # children beside it, as -q -x does.
-            _fill(parent if isinstance(how, str) else el, node.children, sub, depth + 1)
+            _fill(parent if isinstance(how, str) else el, node.children, sub, warnings,
+                  depth + 1)
 
 
-def _fill_processes(parent: ET.Element, nodes: list[_Node]) -> None:
+def _fill_processes(parent: ET.Element, nodes: list[_Node], warnings: list[str]) -> None:
     """-q lists a process as "GPU instance ID", "Compute instance ID" (from driver 450) and
     "Process ID" with its Type, Name and Used GPU Memory under it."""
     ids: dict[str, str] = {}
@@ -446,6 +448,9 @@ def _fill_processes(parent: ET.Element, nodes: list[_Node]) -> None:
         tag = _PROCESS.get(node.label)
         if tag in ("gpu_instance_id", "compute_instance_id") and node.value is not None:
             ids[str(tag)] = node.value
+        elif tag == "pid" and node.value is not None and not node.value.isdigit():
+            warnings.append(f"line {node.line} skipped: unreadable process id {node.value!r}")
+            ids = {}
         elif tag == "pid" and node.value is not None:
             info = ET.SubElement(parent, "process_info")
             for k, v in ids.items():

@@ -517,7 +517,8 @@ $ nvidia-smi -q -d PERFORMANCE -i 0
     assert gpu.throttle_time == {"sw_power_cap": 33921.903067, "hw_power_brake": 1.2}
     assert gpu.mem_total == ABSENT and gpu.name == ""
     assert snap.time == 1000.0
-    assert snap.warnings[0].startswith("the text has no Timestamp line: moments are taken 2 s")
+    assert snap.warnings[0].startswith("the text has no readable Timestamp line: moments are "
+                                       "taken 2 s")
 
 
 def test_a_cut_off_q_text_reads_up_to_where_it_ends():

@@ -23,7 +23,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 
 from gputop.importers.nvsmi_text import UNREACHABLE_LINE, add_unreachable, bus_id, child
-from gputop.importers.nvsmi_xml import read_log
+from gputop.importers.nvsmi_xml import parse_timestamp, read_log
 from gputop.importers.timing import moments_taken
 from gputop.model import Snapshot
 
@@ -50,11 +50,12 @@ def parse_table(text: str, *, start: float = 0.0, interval: float = 1.0,
         if not root.findall("gpu"):
             continue
         warnings = list(moment.warnings)
-        if moment.date is None and not untimed:
+        when = parse_timestamp(moment.date) if moment.date else None
+        if when is None and not untimed:
             untimed = True
             warnings.insert(0, "the table has no date line above it: "
                             + moments_taken(start, interval, given))
-        snaps.append(read_log(root, time=None if moment.date else start + i * interval,
+        snaps.append(read_log(root, time=start + i * interval if when is None else when,
                               warnings=warnings))
     if not snaps:
         raise ValueError("no GPU in the table: expected the output of `nvidia-smi`, a box "

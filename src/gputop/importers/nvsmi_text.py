@@ -24,7 +24,7 @@ from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from gputop.importers.nvsmi_values import REASONS
-from gputop.importers.nvsmi_xml import UNREACHABLE, read_log
+from gputop.importers.nvsmi_xml import UNREACHABLE, parse_timestamp, read_log
 from gputop.importers.timing import moments_taken
 from gputop.model import Snapshot
 
@@ -247,14 +247,14 @@ def parse_q_text(text: str, *, start: float = 0.0, interval: float = 1.0,
             skipped.append(f"the moment at line {moment.first_line} names no GPU; left out")
             continue
         stamp = root.findtext("timestamp")
-        timed = stamp is not None and _readable_time(stamp)
+        when = parse_timestamp(stamp) if stamp else None
         warnings = [*skipped, *moment.warnings]
         skipped = []
-        if not timed and not untimed:
+        if when is None and not untimed:
             untimed = True
-            warnings.insert(0, "the text has no Timestamp line: "
+            warnings.insert(0, "the text has no readable Timestamp line: "
                             + moments_taken(start, interval, given))
-        snaps.append(read_log(root, time=None if timed else start + i * interval,
+        snaps.append(read_log(root, time=start + i * interval if when is None else when,
                               warnings=warnings))
     if not snaps:
         raise ValueError("no GPU in the text: expected `nvidia-smi -q` output, which lists each "
@@ -266,10 +266,6 @@ def parse_q_text(text: str, *, start: float = 0.0, interval: float = 1.0,
 
 def _with_warnings(snap: Snapshot, more: list[str]) -> Snapshot:
     return dataclasses.replace(snap, warnings=(*snap.warnings, *more))
-
-
-def _readable_time(stamp: str) -> bool:
-    return len(stamp.split()) == 5
 
 
 # ----------------------------------------------------------------------------------------------

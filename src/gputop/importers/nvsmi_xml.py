@@ -149,18 +149,27 @@ def _parse_root(text: str) -> ET.Element:
 
 
 def _timestamp(root: ET.Element, warnings: list[str]) -> float:
-    """`<timestamp>Fri Aug  4 11:44:30 2023</timestamp>` as epoch seconds, read as UTC.
-
-    Parsed by hand rather than with strptime, whose month names follow the current locale."""
     stamp = _reading(root, "timestamp")
-    parts = stamp.split() if isinstance(stamp, str) else []
-    try:
-        _, month, day, clock, year = parts
-        hour, minute, second = (int(x) for x in clock.split(":"))
-        fields = (int(year), _MONTHS[month], int(day), hour, minute, second)
-    except (ValueError, KeyError):
+    when = parse_timestamp(stamp) if isinstance(stamp, str) else None
+    if when is None:
         warnings.append("no readable <timestamp> in the file; time set to 0")
         return 0.0
+    return when
+
+
+def parse_timestamp(stamp: str) -> float | None:
+    """"Fri Aug  4 11:44:30 2023" (nvidia-smi's time) as epoch seconds, read as UTC; None when
+    it is not one.
+
+    Parsed by hand rather than with strptime, whose month names follow the current locale."""
+    try:
+        _, month, day, clock, year = stamp.split()
+        hour, minute, second = (int(x) for x in clock.split(":"))
+        fields = (int(year), _MONTHS[month], int(day), hour, minute, second)
+        if not (1 <= fields[2] <= 31 and hour < 24 and minute < 60 and second < 61):
+            return None
+    except (ValueError, KeyError):
+        return None
     return float(calendar.timegm(fields))
 
 

@@ -176,9 +176,10 @@ def test_once_shows_a_draw_without_a_known_limit_as_watts_alone() -> None:
 
     snap = node(1)
     gpu = dataclasses.replace(snap.devices[0], power_draw=636.0,
-                              power_limit=Missing("unsupported"))
+                              power_limit=Missing("unsupported"), clock_sm=Missing("unsupported"))
     out = render(dataclasses.replace(snap, devices=(gpu,)))
     assert "636 W" in out and "n/s W" not in out and "/n/s" not in out
+    assert "n/s MHz" not in out  # nor a unit after a clock it does not know
 
 
 @pytest.mark.parametrize("amdsmi_installed", [False, True])

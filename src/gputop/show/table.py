@@ -50,9 +50,9 @@ def device_row(d: DeviceSample) -> list[str]:
     mem = (f"{gib(d.mem_used)}/{gib(d.mem_total)} GiB"
            if not isinstance(d.mem_total, Missing) else d.mem_total.label())
     temp = fmt(d.temp_gpu, lambda t: f"{t:.0f}°C")
-    clock = fmt(d.clock_sm, lambda c: f"{c}")
+    clock = fmt(d.clock_sm, lambda c: f"{c} MHz")
     return [str(d.index), printable(d.name), pct(d.util_gpu), pct(d.sm_active), mem, temp,
-            power_cell(d), f"{clock} MHz", throttle_label(d)]
+            power_cell(d), clock, throttle_label(d)]
 
 
 def power_cell(d: DeviceSample) -> str:

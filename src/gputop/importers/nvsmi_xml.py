@@ -20,6 +20,7 @@ import dataclasses
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from gputop.importers.nvsmi_values import ABSENT as _ABSENT
 from gputop.importers.nvsmi_values import NOT_IN_FILE as NOT_IN_FILE
@@ -412,9 +413,9 @@ def _throttle_time(section: ET.Element | None) -> Mapping[str, float] | Missing:
     return _ABSENT if first_missing is None else first_missing
 
 
-def _ecc(gpu: ET.Element) -> dict[str, object]:
+def _ecc(gpu: ET.Element) -> dict[str, Any]:
     enabled = _flag(gpu, "ecc_mode/current_ecc")
-    out: dict[str, object] = {"ecc_enabled": enabled}
+    out: dict[str, Any] = {"ecc_enabled": enabled}
     for scope, suffix in (("volatile", ""), ("aggregate", "_aggregate")):
         counts = _ecc_counts(gpu.find(f"ecc_errors/{scope}"))
         if enabled is False:
@@ -456,7 +457,7 @@ def _ecc_counts(section: ET.Element | None) -> dict[str, int | Missing]:
     }
 
 
-def _retired_pages(pages: ET.Element | None) -> dict[str, object]:
+def _retired_pages(pages: ET.Element | None) -> dict[str, Any]:
     names = ("retired_single_bit", "retired_double_bit", "retire_pending")
     if pages is not None and len(pages) == 0:
         return dict.fromkeys(names, _placeholder(pages))  # <retired_pages>N/A</retired_pages>

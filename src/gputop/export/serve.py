@@ -20,7 +20,14 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import CollectorRegistry
 
 from gputop.errors import GputopError
-from gputop.export.prometheus import CONTENT_TYPE, ExportState, SnapshotCollector, exposition
+from gputop.sources.pod_resources import DEFAULT_SOCKET
+from gputop.export.prometheus import (
+    HOSTNAME_LABELS,
+    ExportState,
+    SnapshotCollector,
+    exposition,
+    negotiate,
+)
 
 DEFAULT_ADDRESS = ("127.0.0.1", 9400)  # dcgm-exporter's port: gputop serve stands in for it
 LIVE_INTERVAL = 5.0
@@ -32,20 +39,24 @@ class Exporter:
     `start` runs ticks every `interval` s in a thread. A failed poll is counted and reported once;
     the state it leaves goes stale, and a stale snapshot is not exported."""
 
-    def __init__(self, feed: Any, *, interval: float, hostname: str = "", engine: Any = None,
+    def __init__(self, feed: Any, *, interval: float, hostname: str = "",
+                 hostname_label: str = "Hostname", engine: Any = None, pods: Any = None,
                  err: TextIO | None = None, clock: Callable[[], float] = time.time) -> None:
         self.feed = feed
         self.interval = interval
         self.engine = engine
+        self.pods = pods  # a PodResources: GPU -> pod labels, asked at every poll
         self.err = err
         self._clock = clock
         self._hostname = hostname
         self._open: set[tuple[Any, ...]] = set()
         self._opened: dict[str, int] = {}
         self._last_error = ""
+        self._last_pods_error = ""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.state = ExportState(hostname=hostname, stale_after=max(3 * interval, 15.0))
+        self.state = ExportState(hostname=hostname, hostname_label=hostname_label,
+                                 stale_after=max(3 * interval, 15.0))
 
     def poll(self) -> None:
         started = time.perf_counter()
@@ -60,9 +71,26 @@ class Exporter:
             socket.gethostname()
         self.state = dataclasses.replace(
             self.state, snapshot=snap, findings=tuple(findings),
-            findings_opened=dict(self._opened), hostname=host, polled_at=self._clock(),
-            poll_seconds=round(time.perf_counter() - started, 6), ok=True)
+            findings_opened=dict(self._opened), hostname=host, pods=self._ask_pods(),
+            polled_at=self._clock(), poll_seconds=round(time.perf_counter() - started, 6),
+            ok=True)
         self._last_error = ""
+
+    def _ask_pods(self) -> dict[str, Any]:
+        """The kubelet's GPU -> pod map now; none while it does not answer (said once): GPU
+        series then go without pod labels rather than with a pod that may have left."""
+        if self.pods is None:
+            return {}
+        try:
+            pods: dict[str, Any] = self.pods.gpu_pods()
+        except GputopError as e:
+            if str(e) != self._last_pods_error and self.err is not None:
+                self.err.write(f"gputop: warning: {e}; GPU series go without pod labels\n")
+                self.err.flush()
+            self._last_pods_error = str(e)
+            return {}
+        self._last_pods_error = ""
+        return pods
 
     def _failed(self, e: Exception) -> None:
         message = str(e) or type(e).__name__
@@ -132,14 +160,15 @@ class _Quiet(WSGIRequestHandler):
 
 
 def metrics_app(registry: CollectorRegistry) -> Callable[..., Iterable[bytes]]:
-    """A WSGI app: /metrics answers with the exposition, / says where the metrics are."""
+    """A WSGI app: /metrics answers with the exposition (OpenMetrics or text, gzipped or not, as
+    the scraper asks), / says where the metrics are."""
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "/")
         if path == "/metrics":
-            body = exposition(registry.collect())
-            start_response("200 OK", [("Content-Type", CONTENT_TYPE),
-                                      ("Content-Length", str(len(body)))])
+            body, headers = negotiate(registry, environ.get("HTTP_ACCEPT"),
+                                      environ.get("HTTP_ACCEPT_ENCODING"))
+            start_response("200 OK", [*headers, ("Vary", "Accept, Accept-Encoding")])
             return [body]
         if path == "/":
             body = b"gputop exporter: metrics at /metrics\n"
@@ -213,7 +242,17 @@ def build_parser() -> argparse.ArgumentParser:
                         help="serve the bundled recording of an 8-GPU node, looping")
     source.add_argument("--replay", metavar="FILE", help="serve a recording, looping")
     p.add_argument("--hostname", default="", metavar="NAME",
-                   help="the Hostname label (default: the recorded or this machine's host name)")
+                   help="the host label's value (default: the recorded or this machine's host "
+                        "name)")
+    p.add_argument("--hostname-label", choices=HOSTNAME_LABELS, default=HOSTNAME_LABELS[0],
+                   help="the host label's name: Hostname (default, dcgm-exporter 4.x) or "
+                        "hostname (dcgm-exporter's later releases)")
+    p.add_argument("--kubernetes", action="store_true",
+                   help="add pod, namespace and container labels to each GPU's series, from the "
+                        "kubelet's pod-resources socket (needs gputop[k8s])")
+    p.add_argument("--pod-resources-socket", default=None, metavar="PATH",
+                   help=f"the kubelet's pod-resources socket (default {DEFAULT_SOCKET}); "
+                        "implies --kubernetes")
     p.add_argument("--devices", type=_device_list, default=None, metavar="LIST",
                    help="only these GPU indexes, e.g. 0,1,4-7")
     p.add_argument("--once", action="store_true",
@@ -240,9 +279,15 @@ def main(argv: Sequence[str]) -> int:
     interval = args.interval or (RECORDING_INTERVAL if recorded else LIVE_INTERVAL)
     from gputop.diagnose import default_engine
 
+    pods = None
+    if args.kubernetes or args.pod_resources_socket:
+        from gputop.sources.pod_resources import PodResources
+
+        pods = PodResources(args.pod_resources_socket or DEFAULT_SOCKET)
     feed = open_feed(args)
     exporter = Exporter(feed, interval=interval, hostname=args.hostname,
-                        engine=default_engine(), err=sys.stderr)
+                        hostname_label=args.hostname_label, engine=default_engine(), pods=pods,
+                        err=sys.stderr)
     try:
         if args.once:
             exporter.poll()
@@ -265,4 +310,6 @@ def main(argv: Sequence[str]) -> int:
     finally:
         exporter.stop()
         feed.close()
+        if pods is not None:
+            pods.close()
     return 0

@@ -20,7 +20,6 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import CollectorRegistry
 
 from gputop.errors import GputopError
-from gputop.sources.pod_resources import DEFAULT_SOCKET
 from gputop.export.prometheus import (
     HOSTNAME_LABELS,
     ExportState,
@@ -28,6 +27,7 @@ from gputop.export.prometheus import (
     exposition,
     negotiate,
 )
+from gputop.sources.pod_resources import DEFAULT_SOCKET
 
 DEFAULT_ADDRESS = ("127.0.0.1", 9400)  # dcgm-exporter's port: gputop serve stands in for it
 LIVE_INTERVAL = 5.0

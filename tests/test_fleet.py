@@ -124,6 +124,33 @@ def test_a_node_whose_newest_sample_is_older_than_two_scrape_intervals_is_stale(
     assert b.state == STALE and "no new sample for 2 s" in b.why
 
 
+# dcgm-exporter run with a counter list of its own: no FB_USED, no GPU_TEMP.
+SOME_COUNTERS = frozenset({"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_POWER_USAGE",
+                           "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"})
+
+
+def test_a_node_without_memory_or_temperature_is_judged_alike_live_and_once(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    answers = two_nodes()
+    answers.nodes[1].metrics = SOME_COUNTERS
+    with fleet_of(answers) as (fleet, prom):
+        fleet.open()
+        for _ in range(5):  # the dashboard, refreshing while the node is scraped as ever
+            answers.time += 30
+            b = by_name(fleet.refresh())["node-b"]
+            assert b.state == UP, b.why
+            assert b.last_seen == answers.time - 0.5
+            assert main(["fleet", "--prometheus", prom.url, "--once"]) == 0
+            assert capsys.readouterr().out.splitlines()[3].split()[:2] == ["node-b", "up"]
+        assert b.gpus[0].util == 95 and b.gpus[0].mem_used is None and b.temp_max is None
+        # Its samples stop coming: both say STALE.
+        answers.nodes[1].sample_age = 2.5
+        b = by_name(fleet.refresh())["node-b"]
+        assert b.state == STALE and "no new sample for 2 s" in b.why
+        assert main(["fleet", "--prometheus", prom.url, "--once"]) == 0
+        assert capsys.readouterr().out.splitlines()[3].split()[:2] == ["node-b", "STALE"]
+
+
 def test_scrape_interval_given_by_the_user_wins_over_the_targets() -> None:
     answers = two_nodes()
     answers.nodes[1].sample_age = 20

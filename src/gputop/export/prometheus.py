@@ -367,7 +367,7 @@ NVLINK_ERRORS = (
 )
 
 
-def gpu_labels(d: DeviceSample, node: Mapping[str, str], driver: str) -> dict[str, str]:
+def gpu_labels(d: DeviceSample, node: dict[str, str], driver: str) -> dict[str, str]:
     """dcgm-exporter's labels for one GPU, in its order; `node` is the host label."""
     return {"gpu": str(d.index), "UUID": printable(d.uuid), "pci_bus_id": printable(d.pci_bus_id),
             "device": f"{d.vendor}{d.index}", "modelName": printable(d.name), **node,
@@ -382,7 +382,7 @@ def _pod_labels(pod: PodRef | None) -> dict[str, str]:
             "container": printable(pod.container)}
 
 
-def _mig_labels(d: DeviceSample, mig: Any, node: Mapping[str, str], driver: str,
+def _mig_labels(d: DeviceSample, mig: Any, node: dict[str, str], driver: str,
                 pods: Mapping[str, PodRef]) -> dict[str, str]:
     labels = gpu_labels(d, {}, driver)
     del labels["DCGM_FI_DRIVER_VERSION"]
@@ -397,7 +397,7 @@ def _mig_labels(d: DeviceSample, mig: Any, node: Mapping[str, str], driver: str,
     return labels
 
 
-def _devices(out: _Families, snap: Snapshot, node: Mapping[str, str],
+def _devices(out: _Families, snap: Snapshot, node: dict[str, str],
              pods: Mapping[str, PodRef]) -> None:
     driver = snap.system.driver_version
     driver = printable(driver) if isinstance(driver, str) else ""
@@ -487,7 +487,7 @@ def _clock_events(out: _Families, d: DeviceSample, labels: dict[str, str]) -> No
 # gputop's own metrics
 
 
-def _exporter(out: _Families, state: ExportState, node: Mapping[str, str], *, up: bool) -> None:
+def _exporter(out: _Families, state: ExportState, node: dict[str, str], *, up: bool) -> None:
     out.add("gputop_up", GAUGE,
             "1 when gputop's latest poll succeeded and is recent enough to export.", node,
             int(up))
@@ -520,7 +520,7 @@ def command(p: ProcessSample) -> str:
     return name if len(name) <= COMMAND_MAX else name[:COMMAND_MAX - 1] + "…"
 
 
-def process_labels(p: ProcessSample, uuid: str, node: Mapping[str, str],
+def process_labels(p: ProcessSample, uuid: str, node: dict[str, str],
                    gpu_pod: PodRef | None = None) -> dict[str, str]:
     """A process's labels. Its pod and namespace come from its environment (the downward API);
     where that is not readable, a process in a pod (its cgroup says so) on a GPU the kubelet gave
@@ -540,7 +540,7 @@ def process_labels(p: ProcessSample, uuid: str, node: Mapping[str, str],
             "pod_uid": pod_uid, "namespace": namespace, "hpc_job": hpc_job}
 
 
-def _processes(out: _Families, snap: Snapshot, node: Mapping[str, str],
+def _processes(out: _Families, snap: Snapshot, node: dict[str, str],
                pods: Mapping[str, PodRef]) -> None:
     gpus = {d.index: d for d in snap.devices}
     seen: set[tuple[int, int]] = set()
@@ -561,7 +561,7 @@ def _processes(out: _Families, snap: Snapshot, node: Mapping[str, str],
                 "Host CPU the process uses (in % of one core).", labels, _v(p.cpu_percent))
 
 
-def _findings(out: _Families, state: ExportState, node: Mapping[str, str]) -> None:
+def _findings(out: _Families, state: ExportState, node: dict[str, str]) -> None:
     counts = dict.fromkeys(SEVERITIES, 0)
     seen: set[tuple[str, ...]] = set()
     for f in state.findings:
@@ -587,7 +587,7 @@ def _findings(out: _Families, state: ExportState, node: Mapping[str, str]) -> No
                 state.findings_opened.get(severity, 0))
 
 
-def _host(out: _Families, snap: Snapshot, node: Mapping[str, str]) -> None:
+def _host(out: _Families, snap: Snapshot, node: dict[str, str]) -> None:
     h = snap.host
     out.add("gputop_host_cpu_percent", GAUGE, "Host CPU busy, all cores (in %).", node,
             _v(h.cpu_percent))

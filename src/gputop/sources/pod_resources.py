@@ -10,6 +10,7 @@ grpcio and protobuf come with the `k8s` extra (`pip install 'gputop[k8s]'`); wit
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -80,7 +81,7 @@ class PodResources:
         self.resources = tuple(resources)
         self._grpc = grpc
         self._request = api_pb2.ListPodResourcesRequest
-        self._channel = grpc.insecure_channel(f"unix://{socket}")
+        self._channel = grpc.insecure_channel(f"unix:{os.path.abspath(socket)}")
         self._stub = api_pb2_grpc.PodResourcesListerStub(self._channel)
 
     def gpu_pods(self) -> dict[str, PodRef]:

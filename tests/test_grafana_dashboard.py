@@ -96,6 +96,10 @@ def test_a_fleet_with_both_spellings_shows_every_node_once(tmp_path: Path) -> No
             utilization = prom.query(fill(next(e for t, e in panel_queries()
                                                if t == "GPU utilization"))).samples
             assert len(utilization) == 16
+            # Prometheus scraped OpenMetrics (what it asks for first): DCGM's counters, typed
+            # unknown there, arrive under their own names.
+            energy = prom.query("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION").samples
+            assert len(energy) == 16 and all(s.value > 0 for s in energy)
             assert shown >= 20, shown
     finally:
         stop(a)

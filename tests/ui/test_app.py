@@ -656,6 +656,7 @@ async def test_kill_refuses_other_users_hidden_pids_and_readonly() -> None:
     ro = make_app(readonly=True, terminator=terminator(fake))
     async with ro.run_test(size=(120, 40)) as pilot:
         await show(ro, pilot, [node(0)])
+        await within(until(lambda: "Quit" in footer_text(ro)))  # the footer is drawn
         assert "Kill" not in footer_text(ro)  # not offered, and k says why
         await pilot.press("k")
         assert not isinstance(ro.screen, KillScreen)
@@ -664,6 +665,7 @@ async def test_kill_refuses_other_users_hidden_pids_and_readonly() -> None:
     rw = make_app(terminator=terminator(fake))
     async with rw.run_test(size=(120, 40)) as pilot:
         await show(rw, pilot, [node(0)])
+        await within(until(lambda: "Quit" in footer_text(rw)))
         assert "k Kill" in footer_text(rw)
 
 

@@ -12,12 +12,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 from gputop import __version__
 from gputop.errors import GputopError, RecordingError
 from gputop.model import Snapshot
 
+T = TypeVar("T")
 ONCE_TIMEOUT_S = 30.0
 EXIT_INTERRUPTED = 130
 
@@ -98,13 +99,15 @@ def _device_list(s: str) -> set[int]:
 # feeds
 
 
-def live_poller(args: argparse.Namespace, *, slow_interval: float = 5.0) -> Any:
-    """A Poller over every GPU backend this machine may have, and the host."""
+def live_poller(args: argparse.Namespace, *, slow_interval: float = 5.0,
+                background: bool = False) -> Any:
+    """A Poller over every GPU backend this machine may have, and the host. With `background`,
+    a poll does not wait for the slow NVML calls (the dashboard)."""
     from gputop.poller import Poller
     from gputop.sources.host import HostSource
     from gputop.sources.nvml import NvmlSource
 
-    sources: list[Any] = [NvmlSource(slow_interval=slow_interval)]
+    sources: list[Any] = [NvmlSource(slow_interval=slow_interval, background=background)]
     try:
         from gputop.sources.amd import AmdSource
     except ImportError:
@@ -122,25 +125,36 @@ def demo_feed(args: argparse.Namespace) -> Any:
     return RecordingFeed.from_file(demo_path())
 
 
-def _call_with_timeout(fn: Callable[[], Snapshot], timeout: float) -> Snapshot:
-    """NVML calls can hang on a sick GPU; a one-shot must still end."""
-    box: dict[str, Any] = {}
+class _Started:
+    """`fn` running in a daemon thread from now on; `result` waits for it (an NVML call can hang
+    on a sick GPU) and raises what it raised."""
 
-    def run() -> None:
+    def __init__(self, fn: Callable[[], T]) -> None:
+        self._box: dict[str, Any] = {}
+        self._thread = threading.Thread(target=self._run, args=(fn,), daemon=True,
+                                        name="gputop-start")
+        self._thread.start()
+
+    def _run(self, fn: Callable[[], Any]) -> None:
         try:
-            box["snap"] = fn()
+            self._box["value"] = fn()
         except BaseException as e:  # handed to the caller's thread
-            box["error"] = e
+            self._box["error"] = e
 
-    t = threading.Thread(target=run, daemon=True, name="gputop-poll")
-    t.start()
-    t.join(timeout)
-    if t.is_alive():
-        raise GputopError(f"the GPU driver did not answer within {timeout:.0f} s",
-                          hint="a GPU may be hung; check `dmesg` for Xid errors")
-    if "error" in box:
-        raise box["error"]
-    return box["snap"]
+    def result(self, timeout: float) -> Any:
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise GputopError(f"the GPU driver did not answer within {timeout:.0f} s",
+                              hint="a GPU may be hung; check `dmesg` for Xid errors")
+        if "error" in self._box:
+            raise self._box["error"]
+        return self._box["value"]
+
+
+def _call_with_timeout(fn: Callable[[], T], timeout: float) -> T:
+    """NVML calls can hang on a sick GPU; a one-shot must still end."""
+    result: T = _Started(fn).result(timeout)
+    return result
 
 
 # ----------------------------------------------------------------------------------------------
@@ -155,11 +169,12 @@ def run_once(args: argparse.Namespace, out: TextIO) -> int:
         feed.skip(120)  # two minutes in: training is running
         snap = feed.poll_once()
     else:
-        # Short slow cadence so that rates and GPM (which need two readings) are filled.
-        poller = live_poller(args, slow_interval=0.2)
+        poller = live_poller(args)
         try:
-            _call_with_timeout(poller.poll_once, ONCE_TIMEOUT_S)
-            time.sleep(0.25)
+            # Rates need two readings of their counters: the first is taken now, the second by
+            # the poll, with no wait in between unless GPM needs its 100 ms.
+            ready = _call_with_timeout(poller.prime, ONCE_TIMEOUT_S)
+            time.sleep(max(0.0, ready - time.time()))
             snap = _call_with_timeout(poller.poll_once, ONCE_TIMEOUT_S)
         finally:
             poller.close()
@@ -213,14 +228,33 @@ def run_record_headless(args: argparse.Namespace, err: TextIO) -> int:
 
 
 def run_dashboard(args: argparse.Namespace) -> int:
+    # The GPUs are opened and polled once, and the diagnostics loaded, in a thread while
+    # Textual loads here: the first frame waits for the slower of the two, not for both.
+    def start() -> tuple[Any, Any]:
+        if args.demo:
+            return demo_feed(args), with_diagnostics(None)
+        poller = live_poller(args, background=True)
+        try:
+            poller.poll_ahead()
+            return poller, with_diagnostics(None)
+        except BaseException:
+            poller.close()
+            raise
+
+    started = _Started(start)
     from gputop.ui.app import GputopApp
 
-    feed = demo_feed(args) if args.demo else live_poller(args)
+    feed, diagnosed = started.result(ONCE_TIMEOUT_S)
     writer = None
     if args.record:
-        writer = open_recording(args, {"interval": args.interval})
+        try:
+            writer = open_recording(args, {"interval": args.interval})
+        except RecordingError:
+            feed.close()
+            raise
         feed = RecordingTee(feed, writer)
-    feed = with_diagnostics(feed)
+    diagnosed.feed = feed
+    feed = diagnosed
     try:
         app = GputopApp(feed, interval=args.interval, readonly=args.readonly,
                         mouse=not args.no_mouse, ansi=args.ansi,
@@ -251,7 +285,13 @@ class DiagnosedFeed:
     async def stream(self, interval: float) -> Any:
         import asyncio
 
+        first = True
         async for snap in self.feed.stream(interval):
+            if first:  # the first frame does not wait for the diagnostics: they follow it
+                first = False
+                yield snap
+                self._tell(await asyncio.to_thread(self.engine.update, snap))
+                continue
             self._tell(await asyncio.to_thread(self.engine.update, snap))
             yield snap
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import socket
 import time
@@ -35,6 +34,7 @@ class Poller:
         self.open_warnings: list[str] = []
         self._offsets: list[int] = []
         self._system = SystemInfo()
+        self._ahead: Snapshot | None = None
 
     def open(self) -> None:
         """Opens every source that can be opened. Raises BackendUnavailable, with the most useful
@@ -75,6 +75,17 @@ class Poller:
             gputop_version=__version__,
         )
 
+    def prime(self) -> float:
+        """Lets each source take the first reading of its rate counters (see NvmlSource.prime);
+        returns the clock time from which the next poll has every rate."""
+        now = self._clock()
+        ready = now
+        for src in self.sources:
+            prime = getattr(src, "prime", None)
+            if prime is not None:
+                ready = max(ready, prime(now))
+        return ready
+
     def poll_once(self) -> Snapshot:
         now = self._clock()
         merged = GpuTick()
@@ -108,16 +119,26 @@ class Poller:
             warnings=tuple(self.open_warnings + merged.warnings),
         )
 
+    def poll_ahead(self) -> None:
+        """Polls now, before anything streams: `stream` yields this snapshot first (the
+        dashboard takes it while Textual loads)."""
+        self._ahead = self.poll_once()
+
     async def poll(self) -> Snapshot:
+        import asyncio  # not at the top: --once and headless recording never need it
+
         return await asyncio.to_thread(self.poll_once)
 
     async def stream(self, interval: float) -> AsyncIterator[Snapshot]:
         """One Snapshot every `interval` seconds. A slow poll stretches the interval instead of
         stacking polls up."""
+        import asyncio
+
         loop = asyncio.get_running_loop()
         while True:
             started = loop.time()
-            yield await self.poll()
+            ahead, self._ahead = self._ahead, None
+            yield ahead if ahead is not None else await self.poll()
             await asyncio.sleep(max(0.0, interval - (loop.time() - started)))
 
     def close(self) -> None:

@@ -63,6 +63,7 @@ REASON_COUNTERS = {
     "hw_power_brake": 271,
 }
 FI_MEMORY_TEMP = 82
+FI_TOTAL_ENERGY = 83  # mJ since the driver loaded: nvmlDeviceGetTotalEnergyConsumption's figure
 FI_NVLINK_DATA_TX = 138  # cumulative KiB; scopeId = link
 FI_NVLINK_DATA_RX = 139
 GPM_METRICS = {  # NVML_GPM_METRIC_* -> DeviceSample field
@@ -74,6 +75,7 @@ GPM_METRICS = {  # NVML_GPM_METRIC_* -> DeviceSample field
     20: "pcie_tx",  # MiB/s
     21: "pcie_rx",
 }
+GPM_MIN_INTERVAL = 0.1  # s between the two samples of a GPM metric (nvml.h)
 TOPOLOGY_LABELS = {0: "X", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 NVLINK_VERSIONS = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7: "5.0", 8: "6.0"}
 NVLINK_REMOTE = {0: "gpu", 1: "cpu", 2: "switch"}
@@ -109,6 +111,9 @@ try:  # raised by the binding's unversioned wrappers when the driver lacks the c
     _MISMATCH_ERRORS: tuple[type[BaseException], ...] = (_MISMATCH,)
 except ImportError:
     _MISMATCH_ERRORS = ()
+
+
+_WARNINGS_LOCK = threading.Lock()
 
 
 class _Lost(Exception):
@@ -299,11 +304,17 @@ class NvmlSource:
     name = "nvml"
 
     def __init__(self, lib: Any = None, *, slow_interval: float = 5.0,
-                 pcie_throughput: bool = True) -> None:
+                 pcie_throughput: bool = True, background: bool = False) -> None:
         self._lib = lib
         self.nvml: Any = None
         self.slow_interval = slow_interval
         self.pcie_throughput = pcie_throughput
+        # In the background, a poll never waits for the slow calls: it starts them in a thread
+        # when they are due and shows what the last slow tick read (the first poll has the
+        # fast fields only; the slow ones follow a tick later).
+        self.background = background
+        self._slow_thread: threading.Thread | None = None
+        self._slow_warnings: list[str] = []
         self.devices: list[_Device] = []
         self.topology: Topology | None = None
         self._last_slow = float("-inf")
@@ -386,6 +397,9 @@ class NvmlSource:
         if self._xid_watch is not None:
             self._xid_watch.stop()  # it ends within a wait, on its own NVML reference
             self._xid_watch = None
+        if self._slow_thread is not None:
+            self._slow_thread.join(5.0)
+            self._slow_thread = None
         for dev in self.devices:
             if dev.gpm_prev is not None:
                 try:
@@ -555,17 +569,38 @@ class NvmlSource:
     # ------------------------------------------------------------------------------------------
     # polling
 
-    def poll(self, now: float) -> GpuTick:
-        tick = GpuTick(topology=self.topology)
-        self._take_xids(now, tick)
-        slow = now - self._last_slow >= self.slow_interval
-        if slow:
-            self._last_slow = now
+    def prime(self, now: float) -> float:
+        """Takes the first reading of the counters whose rates need two (NVLink traffic, GPM),
+        so that the next poll has their rates without waiting a slow interval (--once). Returns
+        the time from which that poll has them all: GPM wants its samples 100 ms apart."""
+        ready = now
         for dev in self.devices:
             if dev.lost is None:
                 try:
-                    if slow:
-                        self._poll_slow(dev, now)
+                    self._read_fields(dev, dict(dev.slow), now)
+                    self._read_gpm(dev, dict(dev.slow), now)
+                except _Lost as e:
+                    dev.lost = Missing("gpu_lost", since=now, detail=str(e))
+                if dev.gpm_prev is not None:
+                    ready = now + GPM_MIN_INTERVAL
+        return ready
+
+    def poll(self, now: float) -> GpuTick:
+        tick = GpuTick(topology=self.topology)
+        self._take_xids(now, tick)
+        if now - self._last_slow >= self.slow_interval:
+            if not self.background:
+                self._last_slow = now
+                self._slow_tick(now)
+            elif self._slow_thread is None or not self._slow_thread.is_alive():
+                self._last_slow = now
+                self._slow_thread = threading.Thread(target=self._slow_tick, args=(now,),
+                                                     name="gputop-nvml-slow", daemon=True)
+                self._slow_thread.start()
+        tick.warnings += self._take_slow_warnings()
+        for dev in self.devices:
+            if dev.lost is None:
+                try:
                     sample, procs = self._poll_fast(dev, now)
                 except _Lost as e:
                     dev.lost = Missing("gpu_lost", since=now, detail=str(e))
@@ -577,6 +612,56 @@ class NvmlSource:
                     continue
             tick.devices.append(self._lost_sample(dev))
         return tick
+
+    def _slow_tick(self, now: float) -> None:
+        """Every GPU's slow fields. The blocking PCIe throughput calls (20 ms each) run for all
+        GPUs at once, each GPU in a thread of its own: they wait, they do not compute."""
+        pcie = []
+        for dev in self.devices:
+            if dev.lost is not None:
+                continue
+            try:
+                self._poll_slow(dev, now)
+            except _Lost as e:
+                self._lose(dev, now, str(e))
+                continue
+            if not dev.gpm_pcie and self.pcie_throughput:
+                pcie.append(dev)
+        if len(pcie) == 1:
+            self._read_pcie(pcie[0], now)
+        elif pcie:
+            threads = [threading.Thread(target=self._read_pcie, args=(dev, now), daemon=True,
+                                        name="gputop-nvml-pcie") for dev in pcie]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+
+    def _read_pcie(self, dev: _Device, now: float) -> None:
+        n, h = self.nvml, dev.handle
+        got = {}
+        try:
+            for key, counter in (("pcie_tx", 0), ("pcie_rx", 1)):
+                got[key] = _map(dev.ask(f"pcie_tp{counter}", n.nvmlDeviceGetPcieThroughput, h,
+                                        counter), lambda kb: float(kb) * 1024)
+        except _Lost as e:
+            self._lose(dev, now, str(e))
+            return
+        dev.slow = {**dev.slow, **got}
+
+    def _lose(self, dev: _Device, now: float, why: str) -> None:
+        """Marks a GPU lost outside a poll; the next poll says so."""
+        if dev.lost is None:
+            dev.lost = Missing("gpu_lost", since=now, detail=why)
+            with _WARNINGS_LOCK:
+                self._slow_warnings.append(_fell_off(dev, why))
+
+    def _take_slow_warnings(self) -> list[str]:
+        if not self._slow_warnings:
+            return []
+        with _WARNINGS_LOCK:
+            out, self._slow_warnings = self._slow_warnings, []
+        return out
 
     def _lost_sample(self, dev: _Device) -> DeviceSample:
         assert dev.lost is not None
@@ -691,12 +776,12 @@ class NvmlSource:
     # slow tick
 
     def _poll_slow(self, dev: _Device, now: float) -> None:
+        """Reads the slow fields into a new dict that replaces `dev.slow` when complete: a poll
+        in another thread sees the last tick's or this one's, never half of each."""
         n, h = self.nvml, dev.handle
-        s = dev.slow
+        s = dict(dev.slow)
         s["power_limit"] = _map(dev.ask("power_limit", n.nvmlDeviceGetEnforcedPowerLimit, h),
                                 lambda mw: round(mw / 1000, 2))
-        s["energy_j"] = _map(dev.ask("energy", n.nvmlDeviceGetTotalEnergyConsumption, h),
-                             lambda mj: round(mj / 1000, 1))
         s["persistence_mode"] = _map(dev.ask("persistence", n.nvmlDeviceGetPersistenceMode, h),
                                      bool)
         s["temp_margin"] = _map(dev.ask("margin", n.nvmlDeviceGetMarginTemperature, h), float)
@@ -718,25 +803,23 @@ class NvmlSource:
         s["remapped_uncorrected"] = _map(rows, lambda r: int(r[1]))
         s["remap_pending"] = _map(rows, lambda r: bool(r[2]))
         s["remap_failed"] = _map(rows, lambda r: bool(r[3]))
-        self._read_mig(dev)
-        self._read_fields(dev, now)
-        self._read_gpm(dev, now)
-        if not dev.gpm_pcie and self.pcie_throughput:
-            # No GPM: fall back to the blocking 20 ms counter, once per slow tick.
-            for key, counter in (("pcie_tx", 0), ("pcie_rx", 1)):
-                s[key] = _map(dev.ask(f"pcie_tp{counter}", n.nvmlDeviceGetPcieThroughput, h,
-                                      counter), lambda kb: float(kb) * 1024)
-        self._read_process_util(dev)
+        self._read_mig(dev, s)
+        self._read_fields(dev, s, now)
+        self._read_gpm(dev, s, now)
+        # Without GPM, PCIe traffic comes from the blocking 20 ms counter (_slow_tick).
+        self._read_process_util(dev, s)
         self._read_link_state(dev)
+        dev.slow = s
 
-    def _read_mig(self, dev: _Device) -> None:
+    def _read_mig(self, dev: _Device, s: dict[str, Any]) -> None:
         n, h = self.nvml, dev.handle
         mode = dev.ask("mig_mode", n.nvmlDeviceGetMigMode, h)
-        dev.slow["mig_enabled"] = _map(mode, lambda m: m[0] == 1)
-        dev.mig_handles = []
-        if dev.slow["mig_enabled"] is not True:
-            dev.slow["mig_devices"] = ()
+        s["mig_enabled"] = _map(mode, lambda m: m[0] == 1)
+        if s["mig_enabled"] is not True:
+            dev.mig_handles = []
+            s["mig_devices"] = ()
             return
+        handles = []
         count = dev.ask("mig_count", n.nvmlDeviceGetMaxMigDeviceCount, h)
         migs = []
         for i in range(count if _ok(count) else 0):
@@ -751,7 +834,7 @@ class NvmlSource:
             if not (_ok(gi) and _ok(ci)):
                 continue
             mem = dev.ask("mig_mem", n.nvmlDeviceGetMemoryInfo, mh)
-            dev.mig_handles.append((mh, gi, ci))
+            handles.append((mh, gi, ci))
             migs.append(MigDevice(
                 gpu_instance=gi, compute_instance=ci,
                 uuid=_map(dev.ask("mig_uuid", n.nvmlDeviceGetUUID, mh), _text),
@@ -760,12 +843,16 @@ class NvmlSource:
                 mem_used=_map(mem, lambda m: int(m.used)),
                 sm_active=Missing("unsupported"),
             ))
-        dev.slow["mig_devices"] = tuple(migs)
+        dev.mig_handles = handles
+        s["mig_devices"] = tuple(migs)
 
-    def _read_fields(self, dev: _Device, now: float) -> None:
-        """One batched nvmlDeviceGetFieldValues call (8-18 ms): each value has its own status."""
-        n, h, s = self.nvml, dev.handle, dev.slow
-        ids: list[tuple[int, int]] = [(FI_MEMORY_TEMP, 0)]
+    def _read_fields(self, dev: _Device, s: dict[str, Any], now: float) -> None:
+        """One batched nvmlDeviceGetFieldValues call: each value has its own status. It costs
+        microseconds of CPU on an H100 (driver 580), where nvmlDeviceGetTotalEnergyConsumption
+        costs 2.7 ms: the energy counter is read here, and through that call only on a GPU
+        whose fields lack it."""
+        n, h = self.nvml, dev.handle
+        ids: list[tuple[int, int]] = [(FI_MEMORY_TEMP, 0), (FI_TOTAL_ENERGY, 0)]
         ids += [(fid, 0) for fid in REASON_COUNTERS.values()]
         for link in dev.link_ids:
             ids += [(FI_NVLINK_DATA_TX, link), (FI_NVLINK_DATA_RX, link)]
@@ -773,6 +860,7 @@ class NvmlSource:
         if not _ok(values):
             for key in ("temp_mem", "throttle_time"):
                 s[key] = values
+            s["energy_j"] = self._energy_call(dev)
             return
         got: dict[tuple[int, int], Any] = {}
         for v in values:
@@ -787,10 +875,17 @@ class NvmlSource:
             got[(fid, scope)] = (_field_value(v), int(v.timestamp))
         mt = got.get((FI_MEMORY_TEMP, 0), UNSUPPORTED)
         s["temp_mem"] = _map(mt, lambda x: float(x[0]))
+        energy = got.get((FI_TOTAL_ENERGY, 0), UNSUPPORTED)
+        s["energy_j"] = (round(energy[0] / 1000, 1) if _ok(energy)
+                         else self._energy_call(dev))
         times = {r: got.get((fid, 0), UNSUPPORTED) for r, fid in REASON_COUNTERS.items()}
         known = {r: round(v[0] / 1e9, 3) for r, v in times.items() if _ok(v)}
         s["throttle_time"] = known if known else Missing("unsupported")
         self._nvlink_rates(dev, got)
+
+    def _energy_call(self, dev: _Device) -> Any:
+        return _map(dev.ask("energy", self.nvml.nvmlDeviceGetTotalEnergyConsumption, dev.handle),
+                    lambda mj: round(mj / 1000, 1))
 
     def _nvlink_rates(self, dev: _Device, got: dict[tuple[int, int], Any]) -> None:
         updated = []
@@ -826,8 +921,8 @@ class NvmlSource:
                                          errors=errors if errors else Missing("unsupported")))
         dev.links = updated
 
-    def _read_gpm(self, dev: _Device, now: float) -> None:
-        n, h, s = self.nvml, dev.handle, dev.slow
+    def _read_gpm(self, dev: _Device, s: dict[str, Any], now: float) -> None:
+        n, h = self.nvml, dev.handle
         dev.gpm_pcie = False
         if "gpm" not in dev.off:
             support = dev.ask("gpm", n.nvmlGpmQueryDeviceSupport, h)  # caches unsupported
@@ -851,7 +946,7 @@ class NvmlSource:
             return
         prev, dev.gpm_prev = dev.gpm_prev, sample
         # The previous slow tick's sample is the first of the pair: no sleep needed.
-        if prev is None or now - dev.gpm_prev_time < 0.1:
+        if prev is None or now - dev.gpm_prev_time < GPM_MIN_INTERVAL:
             dev.gpm_prev_time = now if prev is None else dev.gpm_prev_time
             for key in GPM_METRICS.values():
                 s.setdefault(key, Missing("pending"))
@@ -880,9 +975,9 @@ class NvmlSource:
             else:
                 s[key] = round(float(m.value), 1)
 
-    def _read_process_util(self, dev: _Device) -> None:
-        n, _h = self.nvml, dev.handle
-        if dev.slow.get("mig_enabled") is True:
+    def _read_process_util(self, dev: _Device, s: dict[str, Any]) -> None:
+        n = self.nvml
+        if s.get("mig_enabled") is True:
             dev.proc_util = Missing("unsupported", detail="not available with MIG enabled")
             return
         fn = getattr(n, "nvmlDeviceGetProcessesUtilizationInfo", None)

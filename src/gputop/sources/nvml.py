@@ -8,10 +8,12 @@ Cadence (costs measured on an H100, see docs/architecture.md):
 - once at open: names, ids, max clocks, thresholds, PCIe max link, topology matrix (~10 ms a pair);
 - every tick (~0.1 ms a GPU): utilization, memory, power, clocks, temperature, reasons, P-state,
   fan, running processes;
-- every `slow_interval` (5 s): field values (throttle-time counters, HBM temperature, NVLink
-  traffic), GPM (SM active, tensor, DRAM), process utilization, margin, ECC, remapped rows, limits,
-  PCIe link and throughput, encoder/decoder. `nvmlDeviceGetPcieThroughput` blocks ~20 ms a call,
-  so it is used only where GPM cannot give PCIe traffic.
+- every `slow_interval` (5 s): field values (throttle-time counters, HBM temperature, energy,
+  NVLink traffic), GPM (SM active, tensor, DRAM, PCIe traffic), process utilization, margin, ECC,
+  remapped rows, limits, PCIe link, encoder/decoder;
+- every PCIE_THROUGHPUT_EVERY_S (15 s), only where GPM cannot give PCIe traffic:
+  `nvmlDeviceGetPcieThroughput`, a 20 ms sample of the traffic that blocks for those 20 ms and
+  costs 0.65 ms of CPU a call (H100, driver 580), two a GPU. The GPUs are sampled at once.
 
 Xid events arrive on their own: a daemon thread waits in `nvmlEventSetWait_v2` (it blocks up to a
 second) and each poll takes what it has received since the last one. Xid 79 marks the GPU lost.
@@ -75,6 +77,7 @@ GPM_METRICS = {  # NVML_GPM_METRIC_* -> DeviceSample field
     20: "pcie_tx",  # MiB/s
     21: "pcie_rx",
 }
+PCIE_THROUGHPUT_EVERY_S = 15.0
 GPM_MIN_INTERVAL = 0.1  # s between the two samples of a GPM metric (nvml.h)
 TOPOLOGY_LABELS = {0: "X", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 NVLINK_VERSIONS = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7: "5.0", 8: "6.0"}
@@ -314,6 +317,7 @@ class NvmlSource:
         # fast fields only; the slow ones follow a tick later).
         self.background = background
         self._slow_thread: threading.Thread | None = None
+        self._last_pcie = float("-inf")
         self._slow_warnings: list[str] = []
         self.devices: list[_Device] = []
         self.topology: Topology | None = None
@@ -627,6 +631,10 @@ class NvmlSource:
                 continue
             if not dev.gpm_pcie and self.pcie_throughput:
                 pcie.append(dev)
+        if not 0 <= now - self._last_pcie < max(self.slow_interval, PCIE_THROUGHPUT_EVERY_S):
+            self._last_pcie = now
+        else:
+            pcie = []
         if len(pcie) == 1:
             self._read_pcie(pcie[0], now)
         elif pcie:

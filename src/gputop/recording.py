@@ -29,6 +29,7 @@ from gputop.errors import RecordingError
 from gputop.model import (
     SCHEMA,
     DeviceSample,
+    DictMemo,
     HostSample,
     LinkSample,
     ProcessSample,
@@ -64,10 +65,10 @@ def _key(item: Mapping[str, Any], parts: tuple[str, ...]) -> str:
     return ":".join(str(item[p]) for p in parts)
 
 
-def to_record(snap: Snapshot) -> dict[str, Any]:
+def to_record(snap: Snapshot, memo: DictMemo | None = None) -> dict[str, Any]:
     # Merge patch uses null for "delete", so the record form has no nulls: a key that is absent
     # decodes to its default, and a missing measurement is in "unavailable".
-    d = snap.to_dict(drop_nulls=True)
+    d = snap.to_dict(drop_nulls=True, memo=memo)
     for name, parts in _KEYED.items():
         d[name] = {_key(x, parts): x for x in d.get(name) or ()}
     return d
@@ -236,6 +237,7 @@ class RecordingWriter:
         self._max_bytes = max_bytes
         self._keep = keep
         self._prev: dict[str, Any] | None = None
+        self._memo = DictMemo()
         self._since_keyframe = 0
         self._broken = False
         self._deleted = 0  # segments deleted to honour `keep`
@@ -261,7 +263,10 @@ class RecordingWriter:
     def write(self, snap: Snapshot) -> None:
         if self._broken:
             raise RecordingError(f"{self.path}: recording stopped after a write error")
-        rec = to_record(snap)
+        # An object the source handed again unchanged keeps its dict (rounded alike again):
+        # its patch is empty and the summary's decoder reuses what it built from it.
+        rec = to_record(snap, self._memo)
+        self._memo.next_tick()
         round_to_sensor(rec)
         keyframe = self._prev is None or self._since_keyframe >= self._keyframe_every
         patch = None if keyframe else diff(self._prev or {}, rec)

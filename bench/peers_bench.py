@@ -51,7 +51,8 @@ UNSET = ("PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED")
 KEYFRAME_EVERY = 300  # gputop.recording.KEYFRAME_EVERY
 # A screen is useful once it shows this many GPUs with their utilization.
 USEFUL = {
-    "gputop": re.compile(r"(GPU ▕[^%\n]*\d+%)|(^\s*\d+\s+.*\d+%.*\d+/\d+W)", re.M),
+    # a card's GPU bar, or a row of the plain table drawn while the dashboard loads
+    "gputop": re.compile(r"(GPU ▕[^%\n]*\d+%)|(^\d+ +NVIDIA [^%\n]+ \d+% )", re.M),
     "nvitop": re.compile(r"\d+W / \d+W .*\d+%"),
 }
 

@@ -125,6 +125,26 @@ def demo_feed(args: argparse.Namespace) -> Any:
     return RecordingFeed.from_file(demo_path())
 
 
+def _draw_plain_frame(snap: Snapshot, out: TextIO) -> bool:
+    """The snapshot as `--once` prints it, cut to the terminal, on the alternate screen (which
+    the dashboard takes over and leaves on exit). False when there is no terminal to draw on."""
+    from gputop.show.table import render
+
+    try:
+        cols, rows = os.get_terminal_size(out.fileno())
+    except (OSError, ValueError):
+        return False
+    lines = [line[:cols] for line in render(snap).splitlines()[:rows]]
+    out.write("\x1b[?1049h\x1b[H\x1b[2J" + "\r\n".join(lines))
+    out.flush()
+    return True
+
+
+def _leave_plain_frame(out: TextIO) -> None:
+    out.write("\x1b[?1049l")
+    out.flush()
+
+
 class _Started:
     """`fn` running in a daemon thread from now on; `result` waits for it (an NVML call can hang
     on a sick GPU) and raises what it raised."""
@@ -228,31 +248,47 @@ def run_record_headless(args: argparse.Namespace, err: TextIO) -> int:
 
 
 def run_dashboard(args: argparse.Namespace) -> int:
-    # The GPUs are opened and polled once, and the diagnostics loaded, in a thread while
-    # Textual loads here: the first frame waits for the slower of the two, not for both.
+    # Textual takes a good part of a second to load. So the GPUs are opened and polled first (in
+    # a thread: a sick GPU can hang a call), and that poll is drawn at once as a plain table on
+    # the alternate screen; the dashboard then replaces it with the same snapshot. The
+    # diagnostics load in that thread while Textual loads here.
+    polled = threading.Event()
+    first: list[Snapshot] = []
+
     def start() -> tuple[Any, Any]:
         if args.demo:
+            polled.set()
             return demo_feed(args), with_diagnostics(None)
         poller = live_poller(args, background=True)
         try:
-            poller.poll_ahead()
+            first.append(poller.poll_ahead())
+            polled.set()
             return poller, with_diagnostics(None)
         except BaseException:
             poller.close()
             raise
+        finally:
+            polled.set()
 
     started = _Started(start)
-    from gputop.ui.app import GputopApp
+    polled.wait(ONCE_TIMEOUT_S)
+    plain = bool(first) and _draw_plain_frame(first[0], sys.stdout)
+    try:
+        from gputop.ui.app import GputopApp
 
-    feed, diagnosed = started.result(ONCE_TIMEOUT_S)
-    writer = None
-    if args.record:
-        try:
-            writer = open_recording(args, {"interval": args.interval})
-        except RecordingError:
-            feed.close()
-            raise
-        feed = RecordingTee(feed, writer)
+        feed, diagnosed = started.result(ONCE_TIMEOUT_S)
+        writer = None
+        if args.record:
+            try:
+                writer = open_recording(args, {"interval": args.interval})
+            except RecordingError:
+                feed.close()
+                raise
+            feed = RecordingTee(feed, writer)
+    except BaseException:
+        if plain:
+            _leave_plain_frame(sys.stdout)
+        raise
     diagnosed.feed = feed
     feed = diagnosed
     try:

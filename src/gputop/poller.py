@@ -119,10 +119,11 @@ class Poller:
             warnings=tuple(self.open_warnings + merged.warnings),
         )
 
-    def poll_ahead(self) -> None:
+    def poll_ahead(self) -> Snapshot:
         """Polls now, before anything streams: `stream` yields this snapshot first (the
         dashboard takes it while Textual loads)."""
         self._ahead = self.poll_once()
+        return self._ahead
 
     async def poll(self) -> Snapshot:
         import asyncio  # not at the top: --once and headless recording never need it

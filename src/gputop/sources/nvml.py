@@ -401,9 +401,9 @@ class NvmlSource:
         if self._xid_watch is not None:
             self._xid_watch.stop()  # it ends within a wait, on its own NVML reference
             self._xid_watch = None
-        if self._slow_thread is not None:
+        if self._slow_thread is not None and self._slow_thread.ident is not None:
             self._slow_thread.join(5.0)
-            self._slow_thread = None
+        self._slow_thread = None
         for dev in self.devices:
             if dev.gpm_prev is not None:
                 try:
@@ -592,16 +592,17 @@ class NvmlSource:
     def poll(self, now: float) -> GpuTick:
         tick = GpuTick(topology=self.topology)
         self._take_xids(now, tick)
-        if now - self._last_slow >= self.slow_interval:
-            if not self.background:
-                self._last_slow = now
-                self._slow_tick(now)
-            elif self._slow_thread is None or not self._slow_thread.is_alive():
-                self._last_slow = now
-                self._slow_thread = threading.Thread(target=self._slow_tick, args=(now,),
-                                                     name="gputop-nvml-slow", daemon=True)
-                self._slow_thread.start()
+        slow = now - self._last_slow >= self.slow_interval
+        if slow and not self.background:
+            self._last_slow = now
+            self._slow_tick(now)
         tick.warnings += self._take_slow_warnings()
+        if slow and self.background and (self._slow_thread is None
+                                         or not self._slow_thread.is_alive()):
+            # Started after this poll's own calls (below) are made: it would slow them down.
+            self._last_slow = now
+            self._slow_thread = threading.Thread(target=self._slow_tick, args=(now,),
+                                                 name="gputop-nvml-slow", daemon=True)
         for dev in self.devices:
             if dev.lost is None:
                 try:
@@ -615,6 +616,8 @@ class NvmlSource:
                     tick.links += dev.links
                     continue
             tick.devices.append(self._lost_sample(dev))
+        if slow and self._slow_thread is not None and self._slow_thread.ident is None:
+            self._slow_thread.start()
         return tick
 
     def _slow_tick(self, now: float) -> None:

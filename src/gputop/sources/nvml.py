@@ -138,6 +138,7 @@ class _Device:
     links: list[LinkSample] = field(default_factory=list)
     link_ids: list[int] = field(default_factory=list)
     nvlink_prev: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
+    link_rates: dict[int, dict[str, Any]] = field(default_factory=dict)  # of the last fields
     gpm_prev: Any = None
     gpm_prev_time: float = 0.0
     gpm_pcie: bool = False  # GPM gave PCIe traffic on the last slow tick
@@ -892,16 +893,18 @@ class NvmlSource:
         times = {r: got.get((fid, 0), UNSUPPORTED) for r, fid in REASON_COUNTERS.items()}
         known = {r: round(v[0] / 1e9, 3) for r, v in times.items() if _ok(v)}
         s["throttle_time"] = known if known else Missing("unsupported")
-        self._nvlink_rates(dev, got)
+        dev.link_rates = self._nvlink_rates(dev, got)
 
     def _energy_call(self, dev: _Device) -> Any:
         return _map(dev.ask("energy", self.nvml.nvmlDeviceGetTotalEnergyConsumption, dev.handle),
                     lambda mj: round(mj / 1000, 1))
 
-    def _nvlink_rates(self, dev: _Device, got: dict[tuple[int, int], Any]) -> None:
-        updated = []
+    def _nvlink_rates(self, dev: _Device, got: dict[tuple[int, int], Any]
+                      ) -> dict[int, dict[str, Any]]:
+        """Each link's tx and rx rates since the last reading of its counters."""
+        out = {}
         for lk in dev.links:
-            rates = {}
+            rates = out[lk.link] = {}
             for key, fid in (("tx", FI_NVLINK_DATA_TX), ("rx", FI_NVLINK_DATA_RX)):
                 v = got.get((fid, lk.link), UNSUPPORTED)
                 if not _ok(v):
@@ -914,13 +917,14 @@ class NvmlSource:
                     rates[key] = Missing("pending")  # needs two readings
                 else:
                     rates[key] = round((kib - prev[0]) * 1024 / ((ts - prev[1]) / 1e6), 1)
-            updated.append(_replace_link(lk, **rates))
-        dev.links = updated
+        return out
 
     def _read_link_state(self, dev: _Device) -> None:
+        """Each link's state and error counters, with the rates `_read_fields` worked out."""
         n, h = self.nvml, dev.handle
         updated = []
         for lk in dev.links:
+            rates = dev.link_rates.get(lk.link, {})
             state = dev.ask(f"nvlink_state{lk.link}", n.nvmlDeviceGetNvLinkState, h, lk.link)
             errors: dict[str, int] = {}
             for name, counter in NVLINK_ERRORS.items():
@@ -928,8 +932,12 @@ class NvmlSource:
                             counter)
                 if _ok(c):
                     errors[name] = int(c)
-            updated.append(_replace_link(lk, up=_map(state, bool),
-                                         errors=errors if errors else Missing("unsupported")))
+            # Built whole, not dataclasses.replace'd: 144 links every slow tick.
+            updated.append(LinkSample(
+                device_index=lk.device_index, link=lk.link, kind=lk.kind, up=_map(state, bool),
+                version=lk.version, remote_bus_id=lk.remote_bus_id, remote_kind=lk.remote_kind,
+                speed=lk.speed, rx=rates.get("rx", lk.rx), tx=rates.get("tx", lk.tx),
+                errors=errors if errors else Missing("unsupported")))
         dev.links = updated
 
     def _read_gpm(self, dev: _Device, s: dict[str, Any], now: float) -> None:
@@ -1039,15 +1047,14 @@ def _reason_names(mask: int) -> tuple[str, ...]:
     return tuple(name for bit, name in REASON_BITS.items() if mask & bit)
 
 
+_VALUE_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")  # valueType
+
+
 def _field_value(v: Any) -> float | int:
     t = int(v.valueType)
-    val = v.value
-    return {0: val.dVal, 1: val.uiVal, 2: val.ulVal, 3: val.ullVal, 4: val.sllVal,
-            5: val.siVal, 6: val.usVal}.get(t, val.ullVal)
-
-
-def _replace_link(lk: LinkSample, **changes: Any) -> LinkSample:
-    return dataclasses.replace(lk, **changes)
+    member = _VALUE_MEMBERS[t] if 0 <= t < len(_VALUE_MEMBERS) else "ullVal"
+    result: float | int = getattr(v.value, member)
+    return result
 
 
 def _or_blank(v: Any) -> str:

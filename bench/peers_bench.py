@@ -7,6 +7,7 @@ it costs on a real H100 with driver 580.
 
     python bench/peers_bench.py --fake /path/to/fakenvml --nvitop /path/to/venv/bin/nvitop
     python bench/peers_bench.py --duration 20 --runs 1        # quick
+    python bench/peers_bench.py --before /path/to/old/checkout/.venv/bin/gputop   # + a column
 
 Figures (each the median of --runs runs; the spread is printed after it):
 
@@ -15,8 +16,8 @@ Figures (each the median of --runs runs; the spread is printed after it):
 * --once wall: `gputop --once` and `nvitop -1`, stdout to /dev/null;
 * steady dashboard CPU: tmux 200x50, 1 s refresh, CPU time (user + system, /proc) of the monitor
   after the first --warm seconds, as % of one core;
-* headless --record CPU, and serve CPU at --interval 5 (scraped every 15 s), measured the same
-  way (no terminal);
+* headless --record CPU, and serve CPU at --interval 5 (scraped every 15 s, measured over at
+  least a minute: its slow reads come every 5 and 15 s), measured the same way (no terminal);
 * peak RSS: the largest VmHWM of the dashboard runs;
 * MB per GPU-day: what the headless recording grows by per tick in its steady part, plus its
   first keyframe shared over the 300 ticks between keyframes, per GPU, for 86,400 ticks.
@@ -271,6 +272,9 @@ def main() -> int:
                     help="the nvitop 1.7.2 executable (default: nvitop on PATH)")
     ap.add_argument("--gputop", default=None,
                     help="the gputop executable (default: next to this Python)")
+    ap.add_argument("--before", default=None, metavar="GPUTOP",
+                    help="another gputop executable (e.g. of an older checkout), measured the "
+                         "same way in a column of its own")
     ap.add_argument("--duration", type=float, default=40, help="seconds each steady run lasts")
     ap.add_argument("--warm", type=float, default=10, help="seconds left out at the start")
     ap.add_argument("--runs", type=int, default=3, help="runs of each steady figure")
@@ -288,6 +292,8 @@ def main() -> int:
         raise SystemExit("tmux is needed")
     gputop_exe = a.gputop or str(Path(sys.executable).with_name("gputop"))
     tools: dict[str, dict[str, list[str]]] = {}
+    if a.before and a.only != "nvitop":
+        tools["gputop before"] = {"tui": [a.before], "once": [a.before, "--once"]}
     if a.only != "nvitop":
         tools["gputop"] = {"tui": [gputop_exe], "once": [gputop_exe, "--once"]}
     if a.only != "gputop":
@@ -318,7 +324,7 @@ def main() -> int:
             oneshot(cmds["once"], env)
         for _ in range(a.starts):
             for tool, cmds in tools.items():
-                add(tool, "frame", first_frame(tool, cmds["tui"], gpus, env))
+                add(tool, "frame", first_frame(tool.split()[0], cmds["tui"], gpus, env))
                 wall, cpu = oneshot(cmds["once"], env)
                 add(tool, "once", wall)
                 add(tool, "once_cpu", cpu)
@@ -327,15 +333,18 @@ def main() -> int:
                 cpu, hwm = dashboard(cmds["tui"], env, a.duration, a.warm)
                 add(tool, "tui", cpu)
                 add(tool, "rss", hwm / 1024)
-            if "gputop" in tools:
-                g = tools["gputop"]["tui"]
+            for tool, cmds in tools.items():
+                if not tool.startswith("gputop"):
+                    continue
+                g = cmds["tui"]
                 cpu, hwm, mb = record(g, env, a.duration, a.warm, work, gpus)
-                add("gputop", "record", cpu)
-                add("gputop", "rss_record", hwm / 1024)
-                add("gputop", "mb_day", mb)
-                cpu, hwm = serve(g, env, a.duration, a.warm)
-                add("gputop", "serve", cpu)
-                add("gputop", "rss_serve", hwm / 1024)
+                add(tool, "record", cpu)
+                add(tool, "rss_record", hwm / 1024)
+                add(tool, "mb_day", mb)
+                # A poll every 5 s, PCIe throughput every 15 s: a window of whole minutes.
+                cpu, hwm = serve(g, env, a.warm + max(60.0, a.duration - a.warm), a.warm)
+                add(tool, "serve", cpu)
+                add(tool, "rss_serve", hwm / 1024)
     finally:
         subprocess.run([sys.executable, str(fake / "tools" / "mkscenario.py"), "--kill",
                         str(pidfile)])
@@ -349,24 +358,20 @@ def main() -> int:
         ("headless --record (% of a core)", "record"),
         ("serve --interval 5 (% of a core)", "serve"),
         ("peak RSS, dashboard (MiB)", "rss"),
-        ("peak RSS, --record / serve (MiB)", "rss_record"),
+        ("peak RSS, headless --record (MiB)", "rss_record"),
+        ("peak RSS, serve (MiB)", "rss_serve"),
         ("recording, MB per GPU-day", "mb_day"),
     ]
     cost = "no per-call costs" if a.no_cost else "cost-h100-r580"
     print(f"fake NVML 8x H100 ({cost}); median (min-max) of {a.starts} starts, "
-          f"{a.runs} steady runs of {a.duration:g} s from {a.warm:g} s")
+          f"{a.runs} steady runs of {a.duration:g} s measured from {a.warm:g} s")
     names = list(tools)
-    print(f"| {'':44s} | " + " | ".join(f"{n:>22s}" for n in names) + " |")
-    print(f"|{'-' * 46}|" + "|".join("-" * 24 for _ in names) + "|")
+    width = max(len(label) for label, _ in rows)
+    print(f"| {'':{width}s} | " + " | ".join(f"{n:>20s}" for n in names) + " |")
+    print(f"|{'-' * (width + 2)}|" + "|".join("-" * 22 for _ in names) + "|")
     for label, key in rows:
-        cells = []
-        for n in names:
-            v = res[n].get(key, [])
-            if key == "rss_record" and n == "gputop":
-                cells.append(f"{median(v)} / {median(res[n].get('rss_serve', []))}")
-            else:
-                cells.append(median(v))
-        print(f"| {label:44s} | " + " | ".join(f"{c:>22s}" for c in cells) + " |")
+        cells = [median(res[n].get(key, [])) for n in names]
+        print(f"| {label:{width}s} | " + " | ".join(f"{c:>20s}" for c in cells) + " |")
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1))
     return 0

@@ -456,16 +456,19 @@ class DictMemo:
     def __init__(self) -> None:
         self._last: dict[int, tuple[Any, dict[str, Any]]] = {}
         self._this: dict[int, tuple[Any, dict[str, Any]]] = {}
+        self.built: set[int] = set()  # ids of the dicts built this tick (not reused)
 
     def shape(self, obj: Any, drop_nulls: bool) -> dict[str, Any]:
         hit = self._last.get(id(obj))
         if hit is None or hit[0] is not obj:
             hit = (obj, to_dict(obj, drop_nulls=drop_nulls))
+            self.built.add(id(hit[1]))
         self._this[id(obj)] = hit
         return hit[1]
 
     def next_tick(self) -> None:
         self._last, self._this = self._this, {}
+        self.built = set()
 
 
 def to_dict(obj: Any, *, drop_nulls: bool = False, memo: DictMemo | None = None

@@ -160,13 +160,14 @@ def apply(target: Any, patch: Any) -> Any:
 # Writing
 
 
-def round_to_sensor(rec: dict[str, Any]) -> None:
+def round_to_sensor(rec: dict[str, Any], fresh: set[int] | None = None) -> None:
     """Drops the digits no sensor measured from a tick in record form (docs/recording.md).
 
     CPU % per core and per process is counted in clock ticks (1 % of a core a second) and is
     kept whole; the node's total CPU % to 0.1; throughputs in bytes/s (PCIe, NVLink) to 3
     significant digits. The digits dropped are noise, which costs bytes that no compression
-    wins back."""
+    wins back. With `fresh` (ids of the dicts built for this tick), the links' dicts not in it
+    were rounded on an earlier tick and are left alone."""
     host = rec.get("host")
     if host:
         cores = host.get("cpu_percent_per_core")
@@ -186,6 +187,8 @@ def round_to_sensor(rec: dict[str, Any]) -> None:
             if _is_number(v := d.get(k)):
                 d[k] = _significant(v)
     for lk in (rec.get("links") or {}).values():
+        if fresh is not None and id(lk) not in fresh:
+            continue
         for k in ("rx", "tx"):
             if _is_number(v := lk.get(k)):
                 lk[k] = _significant(v)
@@ -266,8 +269,8 @@ class RecordingWriter:
         # An object the source handed again unchanged keeps its dict (rounded alike again):
         # its patch is empty and the summary's decoder reuses what it built from it.
         rec = to_record(snap, self._memo)
+        round_to_sensor(rec, fresh=self._memo.built)
         self._memo.next_tick()
-        round_to_sensor(rec)
         keyframe = self._prev is None or self._since_keyframe >= self._keyframe_every
         patch = None if keyframe else diff(self._prev or {}, rec)
         line = _line({"k": rec} if patch is None else {"d": patch})

@@ -12,11 +12,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from gputop import __version__
 from gputop.errors import GputopError, RecordingError
-from gputop.model import Snapshot
+
+if TYPE_CHECKING:  # not loaded for the commands that need no Snapshot (plan, fleet, ...)
+    from gputop.model import Snapshot
 
 T = TypeVar("T")
 ONCE_TIMEOUT_S = 30.0

@@ -5,7 +5,8 @@ reasons once, here. A metric that answers NotSupported or NoPermission is not as
 that answers GpuIsLost is marked lost and not polled again; the others keep updating.
 
 Cadence (costs measured on an H100, see docs/architecture.md):
-- once at open: names, ids, max clocks, thresholds, PCIe max link, topology matrix (~10 ms a pair);
+- once at open: names, ids, thresholds, PCIe max link, topology matrix (~10 ms a pair); max
+  clocks with the first slow tick;
 - every tick (~0.1 ms a GPU): utilization, memory, power, clocks, temperature, reasons, P-state,
   fan, running processes;
 - every `slow_interval` (5 s): field values (throttle-time counters, HBM temperature, energy,
@@ -495,8 +496,6 @@ class NvmlSource:
         pci = dev.ask("pci", n.nvmlDeviceGetPciInfo, h)
         dev.bus_id = _text(pci.busId) if _ok(pci) else ""
         s = dev.static
-        s["clock_sm_max"] = dev.ask("clock_sm_max", n.nvmlDeviceGetMaxClockInfo, h, 1)
-        s["clock_mem_max"] = dev.ask("clock_mem_max", n.nvmlDeviceGetMaxClockInfo, h, 2)
         for key, which in (("temp_shutdown", 0), ("temp_slowdown", 1), ("temp_max_operating", 3)):
             s[key] = _map(dev.ask(key, n.nvmlDeviceGetTemperatureThreshold, h, which), float)
         s["power_default_limit"] = _map(
@@ -791,6 +790,14 @@ class NvmlSource:
         """Reads the slow fields into a new dict that replaces `dev.slow` when complete: a poll
         in another thread sees the last tick's or this one's, never half of each."""
         n, h = self.nvml, dev.handle
+        if "clock_sm_max" not in dev.static:
+            # Static, but 1.2 ms of CPU a call (H100, driver 580): read with the first slow
+            # tick, so that the dashboard's first frame does not wait for it.
+            dev.static = {**dev.static,
+                          "clock_sm_max": dev.ask("clock_sm_max", n.nvmlDeviceGetMaxClockInfo,
+                                                  h, 1),
+                          "clock_mem_max": dev.ask("clock_mem_max", n.nvmlDeviceGetMaxClockInfo,
+                                                   h, 2)}
         s = dict(dev.slow)
         s["power_limit"] = _map(dev.ask("power_limit", n.nvmlDeviceGetEnforcedPowerLimit, h),
                                 lambda mw: round(mw / 1000, 2))

@@ -13,6 +13,9 @@ from gputop.errors import BackendUnavailable
 from gputop.model import HostSample, Missing, ProcessSample, Snapshot, SystemInfo
 from gputop.sources.base import GpuSource, GpuTick, SourceInfo
 
+# CPU times count in clock ticks (10 ms): over this long one tick is 5 % of a core.
+HOST_RATE_S = 0.2
+
 
 class HostSourceLike(Protocol):
     def sample(self, now: float) -> HostSample: ...
@@ -76,14 +79,21 @@ class Poller:
         )
 
     def prime(self) -> float:
-        """Lets each source take the first reading of its rate counters (see NvmlSource.prime);
-        returns the clock time from which the next poll has every rate."""
+        """Takes the first reading of every counter whose rate needs two: each source's (see
+        NvmlSource.prime) and the host's CPU times, of the node and of each GPU process and its
+        workers. Returns the clock time from which the next poll has every rate."""
         now = self._clock()
         ready = now
+        processes: list[ProcessSample] = []
         for src in self.sources:
             prime = getattr(src, "prime", None)
             if prime is not None:
                 ready = max(ready, prime(now))
+                processes += getattr(src, "primed_processes", ())
+        if self._host is not None:
+            self._host.sample(now)
+            self._host.enrich(processes, now)
+            ready = max(ready, now + HOST_RATE_S)
         return ready
 
     def poll_once(self) -> Snapshot:

@@ -319,6 +319,7 @@ class NvmlSource:
         # fast fields only; the slow ones follow a tick later).
         self.background = background
         self._slow_thread: threading.Thread | None = None
+        self._primed: threading.Thread | None = None
         self._last_pcie = float("-inf")
         self._slow_warnings: list[str] = []
         self.devices: list[_Device] = []
@@ -403,9 +404,10 @@ class NvmlSource:
         if self._xid_watch is not None:
             self._xid_watch.stop()  # it ends within a wait, on its own NVML reference
             self._xid_watch = None
-        if self._slow_thread is not None and self._slow_thread.ident is not None:
-            self._slow_thread.join(5.0)
-        self._slow_thread = None
+        for thread in (self._slow_thread, self._primed):
+            if thread is not None and thread.ident is not None:
+                thread.join(5.0)
+        self._slow_thread = self._primed = None
         for dev in self.devices:
             if dev.gpm_prev is not None:
                 try:
@@ -575,23 +577,36 @@ class NvmlSource:
 
     def prime(self, now: float) -> float:
         """Takes the first reading of the counters whose rates need two (NVLink traffic, GPM),
-        so that the next poll has their rates without waiting a slow interval (--once). Returns
-        the time from which that poll has them all: GPM wants its samples 100 ms apart."""
+        so that the next poll has their rates without waiting a slow interval (--once), and
+        starts the rest of the first slow tick in a thread: it runs while the caller waits. The
+        poll then reads the counters again and takes the rest. Returns the time from which that
+        poll has every rate: GPM wants its samples 100 ms apart. Lists the GPU processes in
+        `primed_processes`."""
         ready = now
+        self.primed_processes: list[ProcessSample] = []  # whose host counters to read too
         for dev in self.devices:
             if dev.lost is None:
                 try:
                     self._read_fields(dev, dict(dev.slow), now)
                     self._read_gpm(dev, dict(dev.slow), now)
+                    self.primed_processes += self._processes(dev)
                 except _Lost as e:
                     dev.lost = Missing("gpu_lost", since=now, detail=str(e))
                 if dev.gpm_prev is not None:
                     ready = now + GPM_MIN_INTERVAL
+        self._last_slow = now
+        self._primed = threading.Thread(target=self._slow_tick, args=(now, False), daemon=True,
+                                        name="gputop-nvml-slow")
+        self._primed.start()
         return ready
 
     def poll(self, now: float) -> GpuTick:
         tick = GpuTick(topology=self.topology)
         self._take_xids(now, tick)
+        if self._primed is not None:  # the rest of the slow tick prime() started
+            self._primed.join()
+            self._primed = None
+            self._read_counters(now)
         slow = now - self._last_slow >= self.slow_interval
         if slow and not self.background:
             self._last_slow = now
@@ -620,15 +635,31 @@ class NvmlSource:
             self._slow_thread.start()
         return tick
 
-    def _slow_tick(self, now: float) -> None:
-        """Every GPU's slow fields. The blocking PCIe throughput calls (20 ms each) run for all
-        GPUs at once, each GPU in a thread of its own: they wait, they do not compute."""
+    def _read_counters(self, now: float) -> None:
+        """The field values and GPM of every GPU, and the NVLink rates from them."""
+        for dev in self.devices:
+            if dev.lost is not None:
+                continue
+            try:
+                s = dict(dev.slow)
+                self._read_fields(dev, s, now)
+                self._read_gpm(dev, s, now)
+            except _Lost as e:
+                self._lose(dev, now, str(e))
+                continue
+            dev.slow = s
+            dev.links = [_with_rates(lk, dev.link_rates.get(lk.link, {})) for lk in dev.links]
+
+    def _slow_tick(self, now: float, counters: bool = True) -> None:
+        """Every GPU's slow fields (without the counters of `_read_counters` if not `counters`).
+        The blocking PCIe throughput calls (20 ms each) run for all GPUs at once, each GPU in a
+        thread of its own: they wait, they do not compute."""
         pcie = []
         for dev in self.devices:
             if dev.lost is not None:
                 continue
             try:
-                self._poll_slow(dev, now)
+                self._poll_slow(dev, now, counters)
             except _Lost as e:
                 self._lose(dev, now, str(e))
                 continue
@@ -786,7 +817,7 @@ class NvmlSource:
     # ------------------------------------------------------------------------------------------
     # slow tick
 
-    def _poll_slow(self, dev: _Device, now: float) -> None:
+    def _poll_slow(self, dev: _Device, now: float, counters: bool = True) -> None:
         """Reads the slow fields into a new dict that replaces `dev.slow` when complete: a poll
         in another thread sees the last tick's or this one's, never half of each."""
         n, h = self.nvml, dev.handle
@@ -823,8 +854,9 @@ class NvmlSource:
         s["remap_pending"] = _map(rows, lambda r: bool(r[2]))
         s["remap_failed"] = _map(rows, lambda r: bool(r[3]))
         self._read_mig(dev, s)
-        self._read_fields(dev, s, now)
-        self._read_gpm(dev, s, now)
+        if counters:
+            self._read_fields(dev, s, now)
+            self._read_gpm(dev, s, now)
         # Without GPM, PCIe traffic comes from the blocking 20 ms counter (_slow_tick).
         self._read_process_util(dev, s)
         self._read_link_state(dev)
@@ -939,12 +971,8 @@ class NvmlSource:
                             counter)
                 if _ok(c):
                     errors[name] = int(c)
-            # Built whole, not dataclasses.replace'd: 144 links every slow tick.
-            updated.append(LinkSample(
-                device_index=lk.device_index, link=lk.link, kind=lk.kind, up=_map(state, bool),
-                version=lk.version, remote_bus_id=lk.remote_bus_id, remote_kind=lk.remote_kind,
-                speed=lk.speed, rx=rates.get("rx", lk.rx), tx=rates.get("tx", lk.tx),
-                errors=errors if errors else Missing("unsupported")))
+            updated.append(_with_rates(lk, rates, up=_map(state, bool),
+                                       errors=errors if errors else Missing("unsupported")))
         dev.links = updated
 
     def _read_gpm(self, dev: _Device, s: dict[str, Any], now: float) -> None:
@@ -1052,6 +1080,17 @@ def _raise_not_found_as_empty(nvml: Any, fn: Callable[..., Any]) -> Callable[...
 
 def _reason_names(mask: int) -> tuple[str, ...]:
     return tuple(name for bit, name in REASON_BITS.items() if mask & bit)
+
+
+def _with_rates(lk: LinkSample, rates: dict[str, Any], up: Any = None,
+                errors: Any = None) -> LinkSample:
+    """`lk` with these rates (and state and errors). Built whole, not dataclasses.replace'd:
+    144 links every slow tick."""
+    return LinkSample(
+        device_index=lk.device_index, link=lk.link, kind=lk.kind,
+        up=lk.up if up is None else up, version=lk.version, remote_bus_id=lk.remote_bus_id,
+        remote_kind=lk.remote_kind, speed=lk.speed, rx=rates.get("rx", lk.rx),
+        tx=rates.get("tx", lk.tx), errors=lk.errors if errors is None else errors)
 
 
 _VALUE_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")  # valueType

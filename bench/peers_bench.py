@@ -283,6 +283,8 @@ def main() -> int:
     ap.add_argument("--json", metavar="FILE", help="also write every run's figures to FILE")
     ap.add_argument("--only", choices=["gputop", "nvitop"], default=None)
     a = ap.parse_args()
+    # Killed, it still ends the dummy processes and the tmux servers it started.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     fake = Path(a.fake).resolve()
     lib = fake / "build"

@@ -163,3 +163,14 @@ def test_replay_of_a_file_of_the_wrong_kind_is_one_line(tmp_path: Path) -> None:
 def test_unknown_command() -> None:
     r = gputop("frobnicate")
     assert r.returncode == 2 and "unknown command" in r.stderr
+
+
+def test_the_monitor_command_loads_no_dashboard_exporter_or_diagnostics_until_it_needs_them(
+        ) -> None:
+    # `gputop --once` and the first frame of the dashboard wait for every module loaded first.
+    code = ("import sys, gputop.commands.main; "
+            "print(sorted(m for m in ('textual', 'prometheus_client', 'gputop.diagnose', "
+            "'asyncio') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"

@@ -35,6 +35,7 @@ class Poller:
         self.sources: list[GpuSource] = []
         self.infos: list[SourceInfo] = []
         self.open_warnings: list[str] = []
+        self.failures: list[BackendUnavailable] = []  # why each source that did not open
         self._offsets: list[int] = []
         self._system = SystemInfo()
         self._ahead: Snapshot | None = None
@@ -42,7 +43,7 @@ class Poller:
     def open(self) -> None:
         """Opens every source that can be opened. Raises BackendUnavailable, with the most useful
         reason, only when none can."""
-        failures: list[BackendUnavailable] = []
+        failures = self.failures = []
         for src in self._candidates:
             try:
                 info = src.open()

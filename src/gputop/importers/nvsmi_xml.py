@@ -19,6 +19,7 @@ import calendar
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from gputop.importers.nvsmi_values import ABSENT as _ABSENT
 from gputop.importers.nvsmi_values import NOT_IN_FILE as NOT_IN_FILE
@@ -55,6 +56,9 @@ _MICROSECONDS = {"us": 1}
 # nvidia-smi prints nvmlDeviceGetPcieThroughput as is; NVML's "KB" is 1024 bytes, as in the NVML
 # source, so an imported snapshot and a live one agree.
 _KB_PER_S = {"KB/s": 1024}
+# What -q -x never says of a process: the host side, and per-process utilization.
+_HOST_ABSENT: dict[str, Any] = dict.fromkeys(
+    ("sm_util", "mem_util", "user", "cmdline", "cpu_percent", "rss", "create_time"), _ABSENT)
 
 _QUANTITY = re.compile(r"(-?\d+(?:\.\d+)?)\s*(\S*)")
 
@@ -278,7 +282,7 @@ def _device(index: int, gpu: ET.Element, warnings: list[str]) -> DeviceSample:
     )
 
 
-def _temperatures(temp: ET.Element | None) -> dict[str, object]:
+def _temperatures(temp: ET.Element | None) -> dict[str, Any]:
     out: dict[str, object] = {
         "temp_gpu": _number(temp, "gpu_temp", _CELSIUS),
         "temp_mem": _number(temp, "memory_temp", _CELSIUS),
@@ -302,7 +306,7 @@ def _temperatures(temp: ET.Element | None) -> dict[str, object]:
     return out
 
 
-def _power(gpu: ET.Element) -> dict[str, object]:
+def _power(gpu: ET.Element) -> dict[str, Any]:
     p = gpu.find("gpu_power_readings")
     if p is None:
         p = gpu.find("power_readings")
@@ -365,7 +369,7 @@ def _throttle_time(section: ET.Element | None) -> Mapping[str, float] | Missing:
     return _ABSENT if first_missing is None else first_missing
 
 
-def _ecc(gpu: ET.Element) -> dict[str, object]:
+def _ecc(gpu: ET.Element) -> dict[str, Any]:
     volatile = gpu.find("ecc_errors/volatile")
     if volatile is not None and volatile.find("single_bit") is not None:
         # Before v11: per-location counts with a total for single- and double-bit errors.
@@ -389,7 +393,7 @@ def _ecc(gpu: ET.Element) -> dict[str, object]:
     }
 
 
-def _remapped_rows(rows: ET.Element | None) -> dict[str, object]:
+def _remapped_rows(rows: ET.Element | None) -> dict[str, Any]:
     counts = {"remapped_corrected": "remapped_row_corr", "remapped_uncorrected": "remapped_row_unc"}
     flags = {"remap_pending": "remapped_row_pending", "remap_failed": "remapped_row_failure"}
     if rows is not None and len(rows) == 0:
@@ -442,8 +446,7 @@ def _processes(index: int, gpu: ET.Element, warnings: list[str]) -> list[Process
             compute_instance=_instance(info, "compute_instance_id"),
             # nvidia-smi's process name: a path, a bare name or a whole command line.
             name=_reading(info, "process_name"),
-            **dict.fromkeys(("sm_util", "mem_util", "user", "cmdline", "cpu_percent", "rss",
-                             "create_time"), _ABSENT),
+            **_HOST_ABSENT,
         ))
     return out
 

@@ -206,6 +206,7 @@ def diagnose(files: str | Sequence[str], *, note: TextIO | None = None,
         why, reader = f"{got}: reading the recording tick by tick", SeriesReader(files)
         header, recap = reader.header, Recap()
     else:  # the files before the last had summaries: the engine goes on from where they end
+        assert got.rest is not None
         why, reader = f"{got.why}: reading its ticks", RecordingReader(got.rest)
         header, recap = got.header, got.recap
     if note is not None:

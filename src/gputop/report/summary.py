@@ -31,7 +31,8 @@ from gputop.report.recap import Recap
 from gputop.safetext import printable
 
 # Besides each diagnostic's own module, what decides what the diagnostics find.
-_ENGINE_MODULES = ("gputop.diagnose.engine", "gputop.diagnose.window", "gputop.model")
+_ENGINE_MODULES = ("gputop.diagnose.engine", "gputop.diagnose.types", "gputop.diagnose.window",
+                   "gputop.model.snapshot")
 
 
 def signature(engine: Engine) -> dict[str, Any]:

@@ -4,7 +4,7 @@ Every NVML call goes through `_Device.ask`, which turns NVML's errors into gputo
 reasons once, here. A metric that answers NotSupported or NoPermission is not asked again. A GPU
 that answers GpuIsLost is marked lost and not polled again; the others keep updating.
 
-Cadence (costs measured on an H100, see docs/architecture.md):
+Cadence (costs measured on an H100, docs/diagnostics.md §0.11):
 - once at open: names, ids, thresholds, PCIe max link, topology matrix (~10 ms a pair); max
   clocks with the first slow tick;
 - every tick (~0.1 ms a GPU): utilization, memory, power, clocks, temperature, reasons, P-state,
@@ -271,7 +271,7 @@ def _cpu_list(masks: Any) -> str:
     for c in [*cpus, None]:
         if start is None:
             start = prev = c
-        elif c is not None and c == prev + 1:
+        elif c is not None and prev is not None and c == prev + 1:
             prev = c
         else:
             ranges.append(f"{start}" if start == prev else f"{start}-{prev}")
@@ -341,7 +341,7 @@ class NvmlSource:
         nvml = self._lib
         if nvml is None:
             try:
-                import pynvml as nvml
+                import pynvml as nvml  # type: ignore[no-redef]  # the binding, or a fake given
             except ImportError:
                 raise BackendUnavailable(
                     "nvidia-ml-py is not installed", hint="pip install nvidia-ml-py") from None
@@ -771,7 +771,7 @@ class NvmlSource:
 
     def _processes(self, dev: _Device) -> list[ProcessSample]:
         n = self.nvml
-        handles = [(dev.handle, None, None)]
+        handles: list[tuple[Any, int | None, int | None]] = [(dev.handle, None, None)]
         if dev.slow.get("mig_enabled") is True and dev.mig_handles:
             # The parent handle needs privileges under MIG; each MIG device answers for itself.
             handles = [(mh, gi, ci) for mh, gi, ci in dev.mig_handles]
@@ -801,6 +801,8 @@ class NvmlSource:
         util = dev.proc_util
         out = []
         for pid, e in sorted(found.items()):
+            sm: float | Missing
+            mem: float | Missing
             if isinstance(util, Missing):
                 sm = mem = util
             else:

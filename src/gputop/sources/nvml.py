@@ -967,7 +967,7 @@ class NvmlSource:
     def _nvlink_rates(self, dev: _Device, got: dict[tuple[int, int], Any]
                       ) -> dict[int, dict[str, Any]]:
         """Each link's tx and rx rates since the last reading of its counters."""
-        out = {}
+        out: dict[int, dict[str, Any]] = {}
         for lk in dev.links:
             rates = out[lk.link] = {}
             for key, fid in (("tx", FI_NVLINK_DATA_TX), ("rx", FI_NVLINK_DATA_RX)):

@@ -121,6 +121,7 @@ class Tmux:
                    "-y", str(rows), shell)
         self._tmux("set", "-g", "status", "off")
         self.pid = int(self._tmux("display", "-p", "-t", "b", "#{pane_pid}"))
+        self.path = self._tmux("display", "-p", "#{socket_path}").strip()
 
     def _tmux(self, *args: str) -> str:
         return subprocess.run(["tmux", "-L", self.sock, *args], check=True, text=True,
@@ -131,6 +132,8 @@ class Tmux:
 
     def close(self) -> None:
         subprocess.run(["tmux", "-L", self.sock, "kill-server"], stderr=subprocess.DEVNULL)
+        if self.path and os.path.exists(self.path):  # tmux leaves its socket behind
+            os.unlink(self.path)
 
 
 def first_frame(tool: str, cmd: list[str], gpus: int, env: dict[str, str],

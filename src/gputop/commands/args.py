@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import argparse
 
-from gputop.export.server import DEFAULT_ADDRESS
-
 
 def positive(s: str) -> float:
     try:
@@ -15,6 +13,16 @@ def positive(s: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
     if v <= 0:
         raise argparse.ArgumentTypeError("must be greater than 0")
+    return v
+
+
+def positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
     return v
 
 
@@ -47,6 +55,9 @@ def device_list(s: str) -> set[int]:
 
 def parse_address(text: str) -> tuple[str, int]:
     """`HOST:PORT`, `:PORT` (every interface), `PORT` (loopback), `[::1]:PORT`."""
+    # Here, not at the top: the other commands must not load the exporter (prometheus_client).
+    from gputop.export.server import DEFAULT_ADDRESS
+
     host, sep, port = text.rpartition(":")
     if not sep:
         host, port = DEFAULT_ADDRESS[0], text

@@ -35,7 +35,14 @@ class DiagnosedFeed:
         return snap
 
     async def stream(self, interval: float) -> AsyncIterator[Snapshot]:
+        first = True
         async for snap in self.feed.stream(interval):
+            if first:  # the first frame does not wait for the diagnostics: they follow it
+                first = False
+                yield snap
+                if self._due(snap):
+                    self._tell(await asyncio.to_thread(self.engine.update, snap))
+                continue
             if self._due(snap):
                 self._tell(await asyncio.to_thread(self.engine.update, snap))
             yield snap

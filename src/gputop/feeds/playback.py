@@ -9,6 +9,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from gputop.errors import RecordingError
 from gputop.model import DeviceSample, Missing, ProcessSample, Snapshot
@@ -39,7 +40,7 @@ class RecordingFeed:
     keep the age they had when recorded. `devices` keeps only those GPU indexes, as the poller
     does; `on_loop` is called when the recording starts over."""
 
-    def __init__(self, snapshots: Sequence[Snapshot | dict], *, loop: bool = True,
+    def __init__(self, snapshots: Sequence[Snapshot | dict[str, Any]], *, loop: bool = True,
                  retime: bool = True, clock: Callable[[], float] = time.time,
                  warning: str | None = None, interval: float | None = None,
                  devices: set[int] | None = None,

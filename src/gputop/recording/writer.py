@@ -15,6 +15,7 @@ from typing import IO, Any, Protocol
 from gputop import __version__
 from gputop.errors import RecordingError
 from gputop.model import (
+    DictMemo,
     Snapshot,
 )
 from gputop.recording.format import (
@@ -38,13 +39,14 @@ _GZIP_END = 16  # bytes that finishing a stream adds at most: an empty last bloc
 # Writing
 
 
-def round_to_sensor(rec: dict[str, Any]) -> None:
+def round_to_sensor(rec: dict[str, Any], fresh: set[int] | None = None) -> None:
     """Drops the digits no sensor measured from a tick in record form (docs/recording.md).
 
     CPU % per core and per process is counted in clock ticks (1 % of a core a second) and is
     kept whole; the node's total CPU % to 0.1; throughputs in bytes/s (PCIe, NVLink) to 3
     significant digits. The digits dropped are noise, which costs bytes that no compression
-    wins back."""
+    wins back. With `fresh` (ids of the dicts built for this tick), the links' dicts not in it
+    were rounded on an earlier tick and are left alone."""
     host = rec.get("host")
     if host:
         cores = host.get("cpu_percent_per_core")
@@ -64,6 +66,8 @@ def round_to_sensor(rec: dict[str, Any]) -> None:
             if _is_number(v := d.get(k)):
                 d[k] = _significant(v)
     for lk in (rec.get("links") or {}).values():
+        if fresh is not None and id(lk) not in fresh:
+            continue
         for k in ("rx", "tx"):
             if _is_number(v := lk.get(k)):
                 lk[k] = _significant(v)
@@ -131,12 +135,15 @@ class RecordingWriter:
         self._max_bytes = max_bytes
         self._keep = keep
         self._prev: dict[str, Any] | None = None
+        self._memo = DictMemo()
         self._since_keyframe = 0
         self._broken = False
         self._deleted = 0  # segments deleted to honour `keep`
         self._series = os.urandom(8).hex() if max_bytes is not None else None
         self._summary = summarizer
         self._summary_room = 0  # bytes kept free in a segment for its summary
+        self._z: zlib._Compress  # the segment's deflate stream, and its size so far:
+        self._segment_bytes = self._segment_ticks = 0  # set by _open
         if max_bytes is not None:
             stale = segment_paths(self.path)
             if stale and stale != [self.path]:
@@ -152,8 +159,11 @@ class RecordingWriter:
     def write(self, snap: Snapshot) -> None:
         if self._broken:
             raise RecordingError(f"{self.path}: recording stopped after a write error")
-        rec = to_record(snap)
-        round_to_sensor(rec)
+        # An object the source handed again unchanged keeps its dict (rounded alike again):
+        # its patch is empty and the summary's decoder reuses what it built from it.
+        rec = to_record(snap, self._memo)
+        round_to_sensor(rec, fresh=self._memo.built)
+        self._memo.next_tick()
         keyframe = self._prev is None or self._since_keyframe >= self._keyframe_every
         patch = None if keyframe else diff(self._prev or {}, rec)
         line = _line({"k": rec} if patch is None else {"d": patch})
@@ -176,6 +186,7 @@ class RecordingWriter:
 
     def _summarize(self, rec: dict[str, Any], patch: dict[str, Any] | None,
                    keyframe: bool) -> None:
+        assert self._summary is not None
         try:
             self._summary.add(rec, patch)
             n = self._segment_ticks
@@ -193,6 +204,7 @@ class RecordingWriter:
     def _summary_member(self) -> bytes:
         z = zlib.compressobj(COMPRESSION_LEVEL, zlib.DEFLATED, GZIP_WBITS)
         segment = len(self.segments) - 1 + self._deleted if self._series is not None else None
+        assert self._summary is not None
         body = self._summary.summary(self._series, segment)
         return z.compress(_line({SUMMARY: body})) + z.flush(zlib.Z_FINISH)
 

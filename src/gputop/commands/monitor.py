@@ -254,7 +254,7 @@ def run_dashboard(args: argparse.Namespace) -> int:
     diagnosed = DiagnosedFeed(feed, engine, new_engine=default_engine)
     if args.demo:  # the findings of one pass of the demo do not run into the next
         demo = feed.feed if isinstance(feed, RecordingTee) else feed
-        demo.on_loop = diagnosed.reset  # type: ignore[attr-defined]
+        demo.on_loop = diagnosed.reset  # type: ignore[union-attr]
     try:
         # The demo's processes exist only in the recording: nothing to kill.
         app = GputopApp(diagnosed, interval=args.interval, readonly=args.readonly or args.demo,

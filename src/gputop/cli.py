@@ -17,6 +17,7 @@ from typing import Any, TextIO
 from gputop import __version__
 from gputop.errors import GputopError, RecordingError
 from gputop.model import Snapshot
+from gputop.safetext import encodable_tree
 
 ONCE_TIMEOUT_S = 30.0
 EXIT_INTERRUPTED = 130
@@ -164,7 +165,7 @@ def run_once(args: argparse.Namespace, out: TextIO) -> int:
         finally:
             poller.close()
     if args.json:
-        json.dump(snap.to_dict(), out, indent=2, ensure_ascii=False)
+        json.dump(encodable_tree(snap.to_dict()), out, indent=2, ensure_ascii=False)
         out.write("\n")
     else:
         out.write(render(snap))
@@ -341,7 +342,7 @@ def replay_main(argv: Sequence[str]) -> int:
         finally:
             index.close()
         if args.json:
-            json.dump(snap.to_dict(), sys.stdout, indent=2, ensure_ascii=False)
+            json.dump(encodable_tree(snap.to_dict()), sys.stdout, indent=2, ensure_ascii=False)
             sys.stdout.write("\n")
         else:
             sys.stdout.write(render(snap))

@@ -37,6 +37,7 @@ from gputop.model import (
     Topology,
     from_dict,
 )
+from gputop.safetext import encodable_tree
 
 FORMAT = "gputop-recording"
 VERSION = 1
@@ -203,7 +204,12 @@ def _significant(v: float) -> float:
 
 
 def _line(obj: Mapping[str, Any]) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode() + b"\n"
+    except UnicodeEncodeError:  # undecodable bytes in some text: kept as visible escapes
+        return json.dumps(encodable_tree(obj), separators=(",", ":"),
+                          ensure_ascii=False).encode() + b"\n"
 
 
 class RecordingWriter:

@@ -5,26 +5,24 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import errno
 import signal
 import socket
-import socketserver
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TextIO
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import CollectorRegistry
 
-from gputop.errors import GputopError
+from gputop.export.httpd import Handler, MetricsServer, Response
 from gputop.export.prometheus import CONTENT_TYPE, ExportState, SnapshotCollector, exposition
 
 DEFAULT_ADDRESS = ("127.0.0.1", 9400)  # dcgm-exporter's port: gputop serve stands in for it
 LIVE_INTERVAL = 5.0
 RECORDING_INTERVAL = 1.0  # a recording plays one tick a second, its own pace
+TEXT = "text/plain; charset=utf-8"
 
 
 class Exporter:
@@ -114,41 +112,17 @@ class Exporter:
 # HTTP
 
 
-class _Server(socketserver.ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-    allow_reuse_address = True
+def metrics_app(registry: CollectorRegistry) -> Handler:
+    """The answer to a request's path: /metrics the exposition, / where the metrics are."""
 
-    def server_bind(self) -> None:
-        # HTTPServer.server_bind asks DNS for this host's name (getfqdn); an exporter has no use
-        # for it, and on a node without DNS it stalls start-up.
-        socketserver.TCPServer.server_bind(self)
-        self.server_name, self.server_port = str(self.server_address[0]), self.server_address[1]
-        self.setup_environ()
-
-
-class _Quiet(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-def metrics_app(registry: CollectorRegistry) -> Callable[..., Iterable[bytes]]:
-    """A WSGI app: /metrics answers with the exposition, / says where the metrics are."""
-
-    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        path = environ.get("PATH_INFO", "/")
+    def respond(path: str) -> Response:
         if path == "/metrics":
-            body = exposition(registry.collect())
-            start_response("200 OK", [("Content-Type", CONTENT_TYPE),
-                                      ("Content-Length", str(len(body)))])
-            return [body]
+            return "200 OK", CONTENT_TYPE, exposition(registry.collect())
         if path == "/":
-            body = b"gputop exporter: metrics at /metrics\n"
-            start_response("200 OK", [("Content-Type", "text/plain; charset=utf-8")])
-            return [body]
-        start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
-        return [b"not found: metrics are at /metrics\n"]
+            return "200 OK", TEXT, b"gputop exporter: metrics at /metrics\n"
+        return "404 Not Found", TEXT, b"not found: metrics are at /metrics\n"
 
-    return app
+    return respond
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -168,25 +142,12 @@ def parse_address(text: str) -> tuple[str, int]:
     return host, number
 
 
-def listen(address: tuple[str, int], registry: CollectorRegistry) -> WSGIServer:
+def listen(address: tuple[str, int], registry: CollectorRegistry) -> MetricsServer:
     """Binds the HTTP server (not yet serving). An address in use is the user's to fix."""
-    host, port = address
-    server_class = _Server
-    if ":" in host:
-        server_class = type("_Server6", (_Server,), {"address_family": socket.AF_INET6})
-    try:
-        return make_server(host, port, metrics_app(registry), server_class=server_class,
-                           handler_class=_Quiet)
-    except OSError as e:
-        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        if e.errno == errno.EADDRINUSE:
-            raise GputopError(f"cannot serve metrics on {where}: the port is in use",
-                              hint="stop the other exporter or pick another port with "
-                                   "--metrics HOST:PORT") from None
-        raise GputopError(f"cannot serve metrics on {where}: {e.strerror or e}") from None
+    return MetricsServer(address, metrics_app(registry))
 
 
-def url(server: WSGIServer) -> str:
+def url(server: MetricsServer) -> str:
     host, port = server.server_address[:2]
     return f"http://{f'[{host}]' if ':' in str(host) else host}:{port}/metrics"
 

@@ -1,0 +1,182 @@
+"""The exporter's HTTP server: one event-loop thread holds every connection, a few workers render.
+
+A thread per connection (the standard library's threading servers) lets clients decide how many
+threads gputop runs and for how long: 200 concurrent scrapes overflowed a listen backlog of 5, and
+clients that connect and never finish their request (slowloris) each held a thread forever. Here a
+connection costs a socket and a coroutine until its request has arrived, and only then a worker:
+
+* the listen backlog is the system's (SOMAXCONN), not 5;
+* a request must arrive whole within `request_timeout` s, its head at most `HEAD_MAX` bytes, and
+  a response be taken within `request_timeout` s; otherwise the connection is closed;
+* at most `max_connections` are open: a new one closes the oldest still waiting for its request,
+  so clients that hold connections open cannot keep a scrape out;
+* `workers` threads render responses; a scrape never waits for the GPUs (the exporter renders its
+  latest state).
+
+One request per connection (`Connection: close`), as the server it replaces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import resource
+import socket
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from gputop.errors import GputopError
+
+HEAD_MAX = 8192  # bytes of request line and headers; a scrape sends about 200
+REQUEST_TIMEOUT = 10.0  # Prometheus's default scrape timeout
+MAX_CONNECTIONS = 1024
+WORKERS = 4
+
+Response = tuple[str, str, bytes]  # status ("200 OK"), content type, body
+Handler = Callable[[str], Response]  # the request's path -> the response
+
+_REASONS = {400: "Bad Request", 405: "Method Not Allowed", 408: "Request Timeout",
+            431: "Request Header Fields Too Large", 503: "Service Unavailable"}
+
+
+class MetricsServer:
+    """Binds at construction (an address in use is a one-line error); `serve_forever` runs the
+    event loop in the calling thread until `shutdown` (from any thread)."""
+
+    def __init__(self, address: tuple[str, int], handler: Handler, *,
+                 max_connections: int = MAX_CONNECTIONS,
+                 request_timeout: float = REQUEST_TIMEOUT, workers: int = WORKERS) -> None:
+        self.handler = handler
+        self.max_connections = min(max_connections, _fd_budget())
+        self.request_timeout = request_timeout
+        self.socket = _bind(address)
+        self.server_address: tuple[str, int] = self.socket.getsockname()[:2]
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="gputop-exporter-http")
+        self._waiting: dict[asyncio.StreamWriter, None] = {}  # oldest first: no request yet
+        self._open = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._running = threading.Event()
+        self._done = threading.Event()
+        self._stopping = False
+
+    @property
+    def connections(self) -> int:
+        return self._open
+
+    def serve_forever(self) -> None:
+        self._running.set()
+        try:
+            asyncio.run(self._serve())
+        finally:
+            self._done.set()
+
+    def shutdown(self) -> None:
+        """Stops `serve_forever` and waits until it has."""
+        self._stopping = True
+        loop, stop = self._loop, self._stop
+        if loop is not None and stop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has already ended
+                loop.call_soon_threadsafe(stop.set)
+        if self._running.is_set():
+            self._done.wait(timeout=5)
+
+    def server_close(self) -> None:
+        self.socket.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def _serve(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        server = await asyncio.start_server(self._connection, sock=self.socket,
+                                            limit=HEAD_MAX)
+        if self._stopping:
+            self._stop.set()
+        async with server:
+            await self._stop.wait()
+            server.close()
+            for writer in list(self._waiting):
+                writer.transport.abort()
+
+    async def _connection(self, reader: asyncio.StreamReader,
+                          writer: asyncio.StreamWriter) -> None:
+        self._open += 1
+        try:
+            if self._open > self.max_connections and not self._evict_oldest():
+                await self._error(writer, 503)
+                return
+            self._waiting[writer] = None
+            try:
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"),
+                                              self.request_timeout)
+            except asyncio.LimitOverrunError:
+                await self._error(writer, 431)
+                return
+            except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+                writer.transport.abort()  # too slow, gone, or evicted: nothing to answer
+                return
+            finally:
+                self._waiting.pop(writer, None)
+            parts = head.split(b"\r\n", 1)[0].split()
+            if len(parts) != 3 or not parts[2].startswith(b"HTTP/"):
+                await self._error(writer, 400)
+                return
+            if parts[0] not in (b"GET", b"HEAD"):
+                await self._error(writer, 405)
+                return
+            path = parts[1].decode("latin-1").split("?", 1)[0]
+            status, ctype, body = await asyncio.get_running_loop().run_in_executor(
+                self._pool, self.handler, path)
+            await self._send(writer, status, ctype, b"" if parts[0] == b"HEAD" else body,
+                             length=len(body))
+        except Exception:  # one client's trouble never reaches the server
+            writer.transport.abort()
+        finally:
+            self._open -= 1
+
+    def _evict_oldest(self) -> bool:
+        """Closes the connection that has waited longest for its request; False if none waits."""
+        for writer in self._waiting:
+            del self._waiting[writer]
+            writer.transport.abort()
+            return True
+        return False
+
+    async def _error(self, writer: asyncio.StreamWriter, code: int) -> None:
+        body = f"{_REASONS[code].lower()}\n".encode()
+        await self._send(writer, f"{code} {_REASONS[code]}", "text/plain; charset=utf-8", body,
+                         length=len(body))
+
+    async def _send(self, writer: asyncio.StreamWriter, status: str, ctype: str, body: bytes,
+                    *, length: int) -> None:
+        writer.write(f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {length}"
+                     "\r\nConnection: close\r\n\r\n".encode("latin-1") + body)
+        try:
+            await asyncio.wait_for(writer.drain(), self.request_timeout)
+        except (asyncio.TimeoutError, ConnectionError):  # a client that does not read
+            writer.transport.abort()
+            return
+        writer.close()
+
+
+def _bind(address: tuple[str, int]) -> socket.socket:
+    host, port = address
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family, backlog=socket.SOMAXCONN,
+                                    reuse_port=False)
+    except OSError as e:
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        if e.errno == errno.EADDRINUSE:
+            raise GputopError(f"cannot serve metrics on {where}: the port is in use",
+                              hint="stop the other exporter or pick another port with "
+                                   "--metrics HOST:PORT") from None
+        raise GputopError(f"cannot serve metrics on {where}: {e.strerror or e}") from None
+
+
+def _fd_budget() -> int:
+    """Connections this process can hold open, leaving room for the files it needs."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return MAX_CONNECTIONS if soft == resource.RLIM_INFINITY else max(16, soft - 64)

@@ -17,7 +17,7 @@ from typing import Any, TextIO
 from gputop import __version__
 from gputop.errors import GputopError, RecordingError
 from gputop.model import Snapshot
-from gputop.safetext import encodable_tree
+from gputop.safetext import encodable_tree, printable
 
 ONCE_TIMEOUT_S = 30.0
 EXIT_INTERRUPTED = 130
@@ -189,6 +189,7 @@ def run_record_headless(args: argparse.Namespace, err: TextIO) -> int:
         feed.close()
         raise
     stop = threading.Event()
+    lost: set[int] = set()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     err.write(f"gputop: recording to {args.record} every {args.interval:g} s "
               "(Ctrl-C to stop)\n")
@@ -197,6 +198,9 @@ def run_record_headless(args: argparse.Namespace, err: TextIO) -> int:
         while not stop.is_set() and (args.count is None or writer.ticks < args.count):
             snap = _call_with_timeout(feed.poll_once, ONCE_TIMEOUT_S)
             writer.write(snap)
+            for line in newly_lost(snap, lost):
+                err.write(f"gputop: {line}\n")
+                err.flush()
             next_at += args.interval
             stop.wait(max(0.0, next_at - time.monotonic()))
     except KeyboardInterrupt:
@@ -211,6 +215,21 @@ def run_record_headless(args: argparse.Namespace, err: TextIO) -> int:
              else f"{len(files)} files, {files[0]} to {files[-1].name}")
     err.write(f"gputop: {writer.ticks} snapshots, {writer.bytes_written} bytes in {where}\n")
     return 0
+
+
+def newly_lost(snap: Snapshot, known: set[int]) -> list[str]:
+    """One line for each GPU of `snap` lost since the GPUs in `known` (which it updates)."""
+    lines = []
+    for d in snap.devices:
+        if d.lost is None or d.index in known:
+            continue
+        known.add(d.index)
+        since = d.lost.since if d.lost.since is not None else snap.time
+        why = f" ({printable(d.lost.detail)})" if d.lost.detail else ""
+        lines.append(f"GPU {d.index} ({printable(d.name)}) fell off the bus at "
+                     f"{time.strftime('%H:%M:%S', time.localtime(since))}{why}; "
+                     "recording the other GPUs")
+    return lines
 
 
 def run_dashboard(args: argparse.Namespace) -> int:

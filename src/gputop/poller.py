@@ -97,6 +97,8 @@ class Poller:
         if self._host is not None:
             host = self._host.sample(now)
             processes = self._host.enrich(processes, now)
+            # Probe files refused this tick (a symlink, another owner, bad JSON): said, not hidden.
+            merged.warnings += getattr(self._host, "probe_notes", [])
         return Snapshot(
             time=now,
             system=self._system,

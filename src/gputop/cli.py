@@ -226,7 +226,8 @@ def newly_lost(snap: Snapshot, known: set[int]) -> list[str]:
         known.add(d.index)
         since = d.lost.since if d.lost.since is not None else snap.time
         why = f" ({printable(d.lost.detail)})" if d.lost.detail else ""
-        lines.append(f"GPU {d.index} ({printable(d.name)}) fell off the bus at "
+        name = f" ({printable(d.name)})" if d.name else ""
+        lines.append(f"GPU {d.index}{name} fell off the bus at "
                      f"{time.strftime('%H:%M:%S', time.localtime(since))}{why}; "
                      "recording the other GPUs")
     return lines

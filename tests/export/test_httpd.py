@@ -18,6 +18,8 @@ from gputop.export.serve import Exporter, listen
 
 
 def respond(path: str) -> tuple[str, str, bytes]:
+    if path == "/boom":
+        raise RuntimeError("a bug while rendering")
     return "200 OK", "text/plain", b"up 1\n" if path == "/metrics" else b"?"
 
 
@@ -118,6 +120,7 @@ def test_many_concurrent_scrapes_all_answered(serving: MetricsServer) -> None:
     (b"nonsense\r\n\r\n", b"400"),
     (b"POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n", b"405"),
     (b"HEAD /metrics HTTP/1.1\r\n\r\n", b"200"),
+    (b"GET /boom HTTP/1.1\r\n\r\n", b"500"),
 ])
 def test_bad_requests_get_an_answer_and_the_server_goes_on(
         serving: MetricsServer, request_bytes: bytes, status: bytes) -> None:

@@ -37,8 +37,9 @@ WORKERS = 4
 Response = tuple[str, str, bytes]  # status ("200 OK"), content type, body
 Handler = Callable[[str], Response]  # the request's path -> the response
 
-_REASONS = {400: "Bad Request", 405: "Method Not Allowed", 408: "Request Timeout",
-            431: "Request Header Fields Too Large", 503: "Service Unavailable"}
+_REASONS = {400: "Bad Request", 405: "Method Not Allowed",
+            431: "Request Header Fields Too Large", 500: "Internal Server Error",
+            503: "Service Unavailable"}
 
 
 class MetricsServer:
@@ -55,7 +56,7 @@ class MetricsServer:
         self.server_address: tuple[str, int] = self.socket.getsockname()[:2]
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="gputop-exporter-http")
         self._waiting: dict[asyncio.StreamWriter, None] = {}  # oldest first: no request yet
-        self._open = 0
+        self._writers: set[asyncio.StreamWriter] = set()  # every open connection
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._running = threading.Event()
@@ -64,7 +65,7 @@ class MetricsServer:
 
     @property
     def connections(self) -> int:
-        return self._open
+        return len(self._writers)
 
     def serve_forever(self) -> None:
         self._running.set()
@@ -97,14 +98,14 @@ class MetricsServer:
         async with server:
             await self._stop.wait()
             server.close()
-            for writer in list(self._waiting):
+            for writer in list(self._writers):
                 writer.transport.abort()
 
     async def _connection(self, reader: asyncio.StreamReader,
                           writer: asyncio.StreamWriter) -> None:
-        self._open += 1
+        self._writers.add(writer)
         try:
-            if self._open > self.max_connections and not self._evict_oldest():
+            if len(self._writers) > self.max_connections and not self._evict_oldest():
                 await self._error(writer, 503)
                 return
             self._waiting[writer] = None
@@ -127,14 +128,18 @@ class MetricsServer:
                 await self._error(writer, 405)
                 return
             path = parts[1].decode("latin-1").split("?", 1)[0]
-            status, ctype, body = await asyncio.get_running_loop().run_in_executor(
-                self._pool, self.handler, path)
+            try:
+                status, ctype, body = await asyncio.get_running_loop().run_in_executor(
+                    self._pool, self.handler, path)
+            except Exception:
+                await self._error(writer, 500)
+                return
             await self._send(writer, status, ctype, b"" if parts[0] == b"HEAD" else body,
                              length=len(body))
         except Exception:  # one client's trouble never reaches the server
             writer.transport.abort()
         finally:
-            self._open -= 1
+            self._writers.discard(writer)
 
     def _evict_oldest(self) -> bool:
         """Closes the connection that has waited longest for its request; False if none waits."""

@@ -18,6 +18,7 @@ import itertools
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -276,6 +277,22 @@ def check_record(case: Case) -> None:
         assert pods and all(len(pod) <= 253 for pod in pods)
 
 
+def first_line(p: subprocess.Popen[bytes]) -> str:
+    """The first line the process writes on stderr, within DEADLINE."""
+    assert p.stderr is not None
+    got = b""
+    deadline = time.monotonic() + DEADLINE
+    while not got.endswith(b"\n"):
+        ready, _, _ = select.select([p.stderr], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            pytest.fail(f"hang: gputop serve said nothing in {DEADLINE:.0f} s")
+        chunk = os.read(p.stderr.fileno(), 1)
+        if not chunk:
+            break
+        got += chunk
+    return got.decode("utf-8", "replace")
+
+
 def check_serve(case: Case) -> None:
     argv = [sys.executable, "-m", "gputop", "serve", "--metrics", "127.0.0.1:0",
             "--interval", str(INTERVAL)]
@@ -283,8 +300,7 @@ def check_serve(case: Case) -> None:
     p = subprocess.Popen(argv, env=case.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, cwd=case.tmp)
     try:
-        assert p.stderr is not None
-        first = p.stderr.readline().decode("utf-8", "replace")  # the URL, or the error
+        first = first_line(p)  # the URL, or the error
         if case.fault.error:
             rest = p.communicate(timeout=DEADLINE)[1].decode("utf-8", "replace")
             run = Run(p.returncode, b"", first + rest, time.monotonic() - start)

@@ -12,6 +12,7 @@ from typing import Protocol
 from gputop import __version__
 from gputop.errors import BackendUnavailable
 from gputop.model import HostSample, Missing, ProcessSample, Snapshot, SystemInfo
+from gputop.safetext import encodable
 from gputop.sources.base import GpuSource, GpuTick, SourceInfo
 
 
@@ -66,7 +67,7 @@ class Poller:
             return Missing("unsupported")
 
         return SystemInfo(
-            hostname=socket.gethostname(),
+            hostname=encodable(socket.gethostname()),
             backends=tuple(i.backend for i in self.infos),
             driver_version=first("driver_version"),
             cuda_version=first("cuda_version"),

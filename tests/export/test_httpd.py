@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from gputop.export.httpd import MetricsServer
-from gputop.export.serve import Exporter, listen
+from gputop.export.server import Exporter, listen
 
 
 def respond(path: str) -> tuple[str, str, bytes]:

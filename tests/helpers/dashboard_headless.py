@@ -3,7 +3,8 @@ if in a 120x40 terminal: after SECONDS it saves the screen as SVG to SCREEN and 
 
     python dashboard_headless.py SECONDS SCREEN ARGS...
 
-Everything else is gputop's own path (`gputop.cli.main`): its feeds, its errors, its exit status.
+Everything else is gputop's own path (`gputop.commands.main.main`): its feeds, its errors, its
+exit status.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gputop import cli
+from gputop.commands import main as gputop_main
 from gputop.ui.app import GputopApp
 
 
@@ -31,7 +32,7 @@ def main() -> int:
     GputopApp.run = headless  # type: ignore[method-assign]
     # gputop opens the dashboard only for a terminal; the headless driver is one.
     sys.stdin.isatty = sys.stdout.isatty = lambda: True  # type: ignore[method-assign]
-    return cli.main(argv)
+    return gputop_main.main(argv)
 
 
 if __name__ == "__main__":

@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 
 import gputop.probe as gp
-import gputop.probe_reader as pr
+import gputop.sources.probe_files as pr
 from gputop.export.prometheus import ExportState, exposition, families, process_labels
 from gputop.model import JobInfo, ProcessSample, Snapshot
-from gputop.poller import Poller
 from gputop.recording import RecordingWriter, read_recording
-from gputop.show.table import render
 from gputop.sources.base import GpuTick, SourceInfo
 from gputop.sources.host import HostSource, parse_environ
+from gputop.sources.poller import Poller
 from gputop.testing.synthetic import node
+from gputop.ui.view.table import render
 
 SLEEP_CODE = b"import time; time.sleep(600)"
 

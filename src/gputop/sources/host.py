@@ -39,8 +39,8 @@ from gputop.model import (
     ProcessSample,
     Val,
 )
-from gputop.probe_reader import ProbeSample, probe_dirs, read_probes
 from gputop.safetext import encodable
+from gputop.sources.probe_files import ProbeSample, probe_dirs, read_probes
 
 T = TypeVar("T")
 

@@ -21,10 +21,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import gc
 import resource
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from gputop.errors import GputopError
@@ -72,6 +73,9 @@ class MetricsServer:
         try:
             asyncio.run(self._serve())
         finally:
+            # A connection accepted as the loop stopped can be left in a task that never ran:
+            # collecting it closes its socket now rather than at some later collection.
+            gc.collect()
             self._done.set()
 
     def shutdown(self) -> None:
@@ -91,15 +95,24 @@ class MetricsServer:
     async def _serve(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        server = await asyncio.start_server(self._connection, sock=self.socket,
-                                            limit=HEAD_MAX)
+        transports: set[asyncio.BaseTransport] = set()
+
+        def protocol() -> asyncio.Protocol:
+            return _Tracked(asyncio.StreamReader(limit=HEAD_MAX), self._connection, transports)
+
+        server = await self._loop.create_server(protocol, sock=self.socket,
+                                                backlog=socket.SOMAXCONN)
         if self._stopping:
             self._stop.set()
         async with server:
             await self._stop.wait()
-            server.close()
-            for writer in list(self._writers):
-                writer.transport.abort()
+            server.close()  # accepts no more; those not yet accepted are refused
+            # Those accepted, handled or not yet; an accept under way makes its transport
+            # within a few loop turns.
+            for _ in range(2):
+                for transport in list(transports):
+                    transport.abort()  # type: ignore[attr-defined]
+                await asyncio.sleep(0.05)
 
     async def _connection(self, reader: asyncio.StreamReader,
                           writer: asyncio.StreamWriter) -> None:
@@ -136,7 +149,7 @@ class MetricsServer:
                 return
             await self._send(writer, status, ctype, b"" if parts[0] == b"HEAD" else body,
                              length=len(body))
-        except Exception:  # one client's trouble never reaches the server
+        except (Exception, asyncio.CancelledError):  # one client's trouble, or shutdown
             writer.transport.abort()
         finally:
             self._writers.discard(writer)
@@ -164,6 +177,28 @@ class MetricsServer:
             writer.transport.abort()
             return
         writer.close()
+
+
+class _Tracked(asyncio.StreamReaderProtocol):
+    """A connection's protocol that keeps its transport in `transports` while it is open, so
+    that shutdown can close connections whose handler has not run yet."""
+
+    def __init__(self, reader: asyncio.StreamReader,
+                 handler: Callable[[asyncio.StreamReader, asyncio.StreamWriter],
+                                   Awaitable[None]],
+                 transports: set[asyncio.BaseTransport]) -> None:
+        super().__init__(reader, handler)
+        self._transports = transports
+        self._mine: asyncio.BaseTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._mine = transport
+        self._transports.add(transport)
+        super().connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._transports.discard(self._mine)
+        super().connection_lost(exc)
 
 
 def _bind(address: tuple[str, int]) -> socket.socket:

@@ -8,19 +8,19 @@ import socket
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from gputop.export.httpd import MetricsServer
+from gputop.export.httpd import MetricsServer, Response
 from gputop.export.server import Exporter, listen
 
 
-def respond(path: str) -> tuple[str, str, bytes]:
+def respond(path: str, headers: Mapping[str, str]) -> Response:
     if path == "/boom":
         raise RuntimeError("a bug while rendering")
-    return "200 OK", "text/plain", b"up 1\n" if path == "/metrics" else b"?"
+    return "200 OK", [("Content-Type", "text/plain")], b"up 1\n" if path == "/metrics" else b"?"
 
 
 @pytest.fixture()

@@ -25,7 +25,7 @@ import gc
 import resource
 import socket
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from gputop.errors import GputopError
@@ -35,8 +35,8 @@ REQUEST_TIMEOUT = 10.0  # Prometheus's default scrape timeout
 MAX_CONNECTIONS = 1024
 WORKERS = 4
 
-Response = tuple[str, str, bytes]  # status ("200 OK"), content type, body
-Handler = Callable[[str], Response]  # the request's path -> the response
+Response = tuple[str, list[tuple[str, str]], bytes]  # status ("200 OK"), headers, body
+Handler = Callable[[str, Mapping[str, str]], Response]  # path, headers (lower-case names)
 
 _REASONS = {400: "Bad Request", 405: "Method Not Allowed",
             431: "Request Header Fields Too Large", 500: "Internal Server Error",
@@ -141,13 +141,17 @@ class MetricsServer:
                 await self._error(writer, 405)
                 return
             path = parts[1].decode("latin-1").split("?", 1)[0]
+            headers = {}
+            for line in head.split(b"\r\n")[1:]:
+                name, _, value = line.partition(b":")
+                headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
             try:
-                status, ctype, body = await asyncio.get_running_loop().run_in_executor(
-                    self._pool, self.handler, path)
+                status, extra, body = await asyncio.get_running_loop().run_in_executor(
+                    self._pool, self.handler, path, headers)
             except Exception:
                 await self._error(writer, 500)
                 return
-            await self._send(writer, status, ctype, b"" if parts[0] == b"HEAD" else body,
+            await self._send(writer, status, extra, b"" if parts[0] == b"HEAD" else body,
                              length=len(body))
         except (Exception, asyncio.CancelledError):  # one client's trouble, or shutdown
             writer.transport.abort()
@@ -164,13 +168,15 @@ class MetricsServer:
 
     async def _error(self, writer: asyncio.StreamWriter, code: int) -> None:
         body = f"{_REASONS[code].lower()}\n".encode()
-        await self._send(writer, f"{code} {_REASONS[code]}", "text/plain; charset=utf-8", body,
-                         length=len(body))
+        await self._send(writer, f"{code} {_REASONS[code]}",
+                         [("Content-Type", "text/plain; charset=utf-8")], body, length=len(body))
 
-    async def _send(self, writer: asyncio.StreamWriter, status: str, ctype: str, body: bytes,
-                    *, length: int) -> None:
-        writer.write(f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {length}"
-                     "\r\nConnection: close\r\n\r\n".encode("latin-1") + body)
+    async def _send(self, writer: asyncio.StreamWriter, status: str,
+                    headers: list[tuple[str, str]], body: bytes, *, length: int) -> None:
+        lines = [f"HTTP/1.1 {status}"]
+        lines += [f"{k}: {v}" for k, v in headers if k.lower() != "content-length"]
+        lines += [f"Content-Length: {length}", "Connection: close", "", ""]
+        writer.write("\r\n".join(lines).encode("latin-1") + body)
         try:
             await asyncio.wait_for(writer.drain(), self.request_timeout)
         except (asyncio.TimeoutError, ConnectionError):  # a client that does not read

@@ -8,21 +8,23 @@ import dataclasses
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TextIO
 
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import CollectorRegistry
 
 from gputop.diagnose import Engine
+from gputop.errors import GputopError
 from gputop.export.httpd import Handler, MetricsServer, Response
-from gputop.export.prometheus import CONTENT_TYPE, ExportState, SnapshotCollector, exposition
+from gputop.export.prometheus import ExportState, SnapshotCollector, negotiate
 from gputop.feeds import PolledFeed
+from gputop.sources.pod_resources import PodRef, PodResources
 
 DEFAULT_ADDRESS = ("127.0.0.1", 9400)  # dcgm-exporter's port: gputop serve stands in for it
 LIVE_INTERVAL = 5.0
 RECORDING_INTERVAL = 1.0  # a recording plays one tick a second, its own pace
-TEXT = "text/plain; charset=utf-8"
+TEXT = ("Content-Type", "text/plain; charset=utf-8")
 
 
 class Exporter:
@@ -31,20 +33,24 @@ class Exporter:
     the state it leaves goes stale, and a stale snapshot is not exported."""
 
     def __init__(self, feed: PolledFeed, *, interval: float, hostname: str = "",
-                 engine: Engine | None = None,
+                 hostname_label: str = "Hostname", engine: Engine | None = None,
+                 pods: PodResources | None = None,
                  err: TextIO | None = None, clock: Callable[[], float] = time.time) -> None:
         self.feed = feed
         self.interval = interval
         self.engine = engine
+        self.pods = pods  # a PodResources: GPU -> pod labels, asked at every poll
         self.err = err
         self._clock = clock
         self._hostname = hostname
         self._open: set[tuple[Any, ...]] = set()
         self._opened: dict[str, int] = {}
         self._last_error = ""
+        self._last_pods_error = ""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.state = ExportState(hostname=hostname, stale_after=max(3 * interval, 15.0))
+        self.state = ExportState(hostname=hostname, hostname_label=hostname_label,
+                                 stale_after=max(3 * interval, 15.0))
 
     def poll(self) -> None:
         started = time.perf_counter()
@@ -59,9 +65,26 @@ class Exporter:
             socket.gethostname()
         self.state = dataclasses.replace(
             self.state, snapshot=snap, findings=tuple(findings),
-            findings_opened=dict(self._opened), hostname=host, polled_at=self._clock(),
-            poll_seconds=round(time.perf_counter() - started, 6), ok=True)
+            findings_opened=dict(self._opened), hostname=host, pods=self._ask_pods(),
+            polled_at=self._clock(), poll_seconds=round(time.perf_counter() - started, 6),
+            ok=True)
         self._last_error = ""
+
+    def _ask_pods(self) -> dict[str, PodRef]:
+        """The kubelet's GPU -> pod map now; none while it does not answer (said once): GPU
+        series then go without pod labels rather than with a pod that may have left."""
+        if self.pods is None:
+            return {}
+        try:
+            pods = self.pods.gpu_pods()
+        except GputopError as e:
+            if str(e) != self._last_pods_error and self.err is not None:
+                self.err.write(f"gputop: warning: {e}; GPU series go without pod labels\n")
+                self.err.flush()
+            self._last_pods_error = str(e)
+            return {}
+        self._last_pods_error = ""
+        return pods
 
     def _failed(self, e: Exception) -> None:
         message = str(e) or type(e).__name__
@@ -114,14 +137,17 @@ class Exporter:
 
 
 def metrics_app(registry: CollectorRegistry) -> Handler:
-    """The answer to a request's path: /metrics the exposition, / where the metrics are."""
+    """The answer to a request: /metrics the exposition (OpenMetrics or text, gzipped or not, as
+    the scraper asks), / where the metrics are."""
 
-    def respond(path: str) -> Response:
+    def respond(path: str, headers: Mapping[str, str]) -> Response:
         if path == "/metrics":
-            return "200 OK", CONTENT_TYPE, exposition(registry.collect())
+            body, extra = negotiate(registry, headers.get("accept"),
+                                    headers.get("accept-encoding"))
+            return "200 OK", [*extra, ("Vary", "Accept, Accept-Encoding")], body
         if path == "/":
-            return "200 OK", TEXT, b"gputop exporter: metrics at /metrics\n"
-        return "404 Not Found", TEXT, b"not found: metrics are at /metrics\n"
+            return "200 OK", [TEXT], b"gputop exporter: metrics at /metrics\n"
+        return "404 Not Found", [TEXT], b"not found: metrics are at /metrics\n"
 
     return respond
 

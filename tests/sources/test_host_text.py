@@ -82,7 +82,7 @@ def test_a_100_kb_pod_name_is_bounded_everywhere() -> None:
                          job=JobInfo(pod_name="p" * 100_000, pod_namespace="n" * 100_000))
     snap = snapshot_with([proc])
     assert max(len(line) for line in render(snap).splitlines()) < 200
-    labels = process_labels(proc, "GPU-1", "node")
+    labels = process_labels(proc, "GPU-1", {"Hostname": "node"})
     assert len(labels["pod"]) <= 253 and len(labels["namespace"]) <= 253
     body = exposition(families(ExportState(snapshot=snap, polled_at=snap.time, ok=True),
                                snap.time)).decode()

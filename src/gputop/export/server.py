@@ -158,5 +158,5 @@ def listen(address: tuple[str, int], registry: CollectorRegistry) -> MetricsServ
 
 
 def url(server: MetricsServer) -> str:
-    host, port = server.server_address[:2]
+    host, port = str(server.server_address[0]), server.server_address[1]
     return f"http://{f'[{host}]' if ':' in str(host) else host}:{port}/metrics"

@@ -513,8 +513,8 @@ def _text(v: Any) -> str:
     process sets its own POD_NAME, as long as it likes)."""
     if not isinstance(v, str):
         return ""
-    v = printable(v[:LABEL_MAX])
-    return v if len(v) <= LABEL_MAX else v[:LABEL_MAX - 1] + "…"
+    text = printable(v[:LABEL_MAX])
+    return text if len(text) <= LABEL_MAX else text[:LABEL_MAX - 1] + "…"
 
 
 def command(p: ProcessSample) -> str:

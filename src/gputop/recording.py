@@ -37,8 +37,15 @@ from gputop.model import (
     Topology,
     from_dict,
 )
+from gputop.recording_checks import (
+    FORMAT,
+    MAX_LINE,
+    check_header,
+    check_input,
+    check_tick,
+    parse_line,
+)
 
-FORMAT = "gputop-recording"
 VERSION = 1
 KEYFRAME_EVERY = 300  # ticks; a reader can seek to a keyframe
 COMPRESSION_LEVEL = 9  # zlib's best: 8 % smaller than 6 for ~1 ms more a tick with 8 GPUs
@@ -493,6 +500,30 @@ class ReadResult:
     warning: str | None = None
 
 
+def next_state(state: dict[str, Any] | None, rec: Any) -> dict[str, Any] | None:
+    """The tick a line makes after tick `state` (None before the first): a keyframe's, or
+    `state` patched; None for a line that is not a tick (a later minor version's, a summary).
+    ValueError says why the tick is damaged (recording_checks.check_tick)."""
+    if not isinstance(rec, dict):
+        raise ValueError("a line that is not an object")
+    if "k" in rec:
+        new, patch = rec["k"], None
+    elif "d" in rec:
+        patch = rec["d"]
+        if state is None:
+            raise ValueError("a delta before any keyframe")
+        if not isinstance(patch, dict):
+            raise ValueError("a delta that is not an object")
+        try:
+            new = apply(state, patch)
+        except RecursionError:
+            raise ValueError("nested too deeply") from None
+    else:
+        return None
+    check_tick(new, patch)
+    return new  # type: ignore[no-any-return]
+
+
 class RecordingReader:
     """Reads a recording, tolerating a truncated or damaged tail.
 
@@ -504,6 +535,7 @@ class RecordingReader:
         self.warning: str | None = None
         self.header: dict[str, Any] = {}
         self.ticks = 0
+        check_input(self.path)
         try:
             self._f: IO[bytes] = open(self.path, "rb")  # noqa: SIM115
         except FileNotFoundError:
@@ -525,18 +557,10 @@ class RecordingReader:
             self._f.close()
             raise RecordingError(f"{self.path} is empty or damaged before its header") from None
         try:
-            header = json.loads(first)
-        except ValueError:
-            header = None
-        if not isinstance(header, dict) or header.get("format") != FORMAT:
+            header = check_header(self.path, first, VERSION)
+        except RecordingError:
             self._f.close()
-            raise RecordingError(f"{self.path} is not a gputop recording",
-                                 hint="its first line is not a gputop header")
-        if not isinstance(header.get("version"), int) or header["version"] > VERSION:
-            self._f.close()
-            raise RecordingError(
-                f"{self.path} is a version {header.get('version')} recording",
-                hint=f"this gputop reads versions up to {VERSION}; upgrade gputop")
+            raise
         self.header = header
         self._rest = lines
 
@@ -576,6 +600,11 @@ class RecordingReader:
                     self.warning = f"{self.path} is damaged ({e}); read up to the damage"
                     chunk = b""
             *complete, buf = buf.split(b"\n")
+            if len(buf) > MAX_LINE or any(len(line) > MAX_LINE for line in complete):
+                self.warning = (f"{self.path}: tick {self.ticks + 1} is damaged (a line "
+                                f"longer than {MAX_LINE >> 20} MiB); read up to it")
+                yield from (line for line in complete if len(line) <= MAX_LINE)
+                return
             yield from complete
             if not chunk:
                 return
@@ -605,17 +634,9 @@ class RecordingReader:
             for raw in self._rest:
                 n += 1
                 try:
-                    rec = json.loads(raw)
-                    if "k" in rec:
-                        state = rec["k"]
-                    elif "d" in rec:
-                        if state is None:
-                            raise ValueError("a delta before any keyframe")
-                        state = apply(state, rec["d"])
-                    else:
+                    state = next_state(state, parse_line(raw))
+                    if state is None:
                         continue  # a line type from a newer minor version: skip it
-                    if not isinstance(state, dict):
-                        raise ValueError("a tick that is not an object")
                 except (ValueError, KeyError, TypeError) as e:
                     self.warning = f"{self.path}: tick {n} is damaged ({e}); read up to it"
                     return

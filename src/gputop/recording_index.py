@@ -26,7 +26,8 @@ from typing import IO, Any
 
 from gputop.errors import RecordingError
 from gputop.model import DeviceSample, Snapshot, from_dict
-from gputop.recording import FORMAT, KEYFRAME_EVERY, VERSION, SnapshotDecoder, apply
+from gputop.recording import KEYFRAME_EVERY, VERSION, SnapshotDecoder, next_state
+from gputop.recording_checks import MAX_LINE, check_header, check_input, parse_line
 
 CHUNK = 1 << 16  # compressed bytes read at a time
 MAX_GAP = 2 * KEYFRAME_EVERY  # a writer that rarely writes keyframes gets a resume point this often
@@ -178,6 +179,10 @@ class RecordingIndex(Timeline):
                 break
             start = end + 1
         self._pending = data[start:]
+        if not damaged and len(self._pending) > MAX_LINE:
+            self.warning = (f"{self.path}: tick {self.ticks + 1} is damaged (a line longer "
+                            f"than {MAX_LINE >> 20} MiB); read up to it")
+            damaged = True
         if damaged:
             self.finished = True
             self._pending = b""
@@ -191,15 +196,19 @@ class RecordingIndex(Timeline):
     def _index_line(self, data: bytes, start: int, end: int, resume: Any) -> bool:
         """Takes the line data[start:end]; False when it is damaged (indexing stops there)."""
         if self.header is None:
-            self.header = _header(self.path, data[start:end])
+            self.header = check_header(self.path, data[start:end], VERSION)
             return True
+        if end - start > MAX_LINE:
+            self.warning = (f"{self.path}: tick {self.ticks + 1} is damaged (a line longer "
+                            f"than {MAX_LINE >> 20} MiB); read up to it")
+            return False
         n = self.ticks
         m = _TIME.match(data, start, end)  # a tick is read without copying its line
         if m is not None:
             kind, t = m.group(1).decode(), float(m.group(2))
         else:
             try:
-                rec = json.loads(data[start:end])
+                rec = parse_line(data[start:end])
                 kind, t = _kind_and_time(rec, self.times[-1] if n else None)
             except (ValueError, TypeError) as e:
                 self.warning = f"{self.path}: tick {n + 1} is damaged ({e}); read up to it"
@@ -216,6 +225,9 @@ class RecordingIndex(Timeline):
                 self._helper = TickReader(self)
             try:
                 before = json.dumps(self._helper.state(n - 1), separators=(",", ":"))
+            except RecursionError:
+                self.warning = f"{self.path}: tick {n} is damaged (nested too deeply)"
+                return False
             except RecordingError as e:
                 self.warning = str(e)
                 return False
@@ -308,23 +320,17 @@ class TickReader:
             yield from complete
             if error is not None:
                 raise RecordingError(f"{self.index.path} is damaged ({error})")
+            if len(buf) > MAX_LINE:  # the index saw no such line: the file was replaced
+                raise RecordingError(f"{self.index.path} changed while being read",
+                                     hint="open it again")
 
     def _advance(self) -> None:
         assert self._lines is not None
         tick = self._pos + 1
         try:
-            while True:
-                rec = json.loads(next(self._lines))
-                if isinstance(rec, dict) and ("k" in rec or "d" in rec):
-                    break
-            if "k" in rec:
-                state = rec["k"]
-            else:
-                if self._state is None:
-                    raise ValueError("a delta before any keyframe")
-                state = apply(self._state, rec["d"])
-            if not isinstance(state, dict):
-                raise ValueError("a tick that is not an object")
+            state = None
+            while state is None:
+                state = next_state(self._state, parse_line(next(self._lines)))
         except (ValueError, KeyError, TypeError) as e:
             self._lines = None
             raise self._damaged(tick, e) from None
@@ -353,6 +359,7 @@ def _inflate(z: Any, chunk: bytes) -> tuple[Any, bytes, zlib.error | None]:
 
 
 def _open(path: Path) -> IO[bytes]:
+    check_input(path)
     try:
         return open(path, "rb")
     except FileNotFoundError:
@@ -361,20 +368,6 @@ def _open(path: Path) -> IO[bytes]:
         raise RecordingError(f"{path}: is a directory, not a recording") from None
     except OSError as e:
         raise RecordingError(f"cannot open {path}: {e.strerror or e}") from None
-
-
-def _header(path: Path, line: bytes) -> dict[str, Any]:
-    try:
-        header = json.loads(line)
-    except ValueError:
-        header = None
-    if not isinstance(header, dict) or header.get("format") != FORMAT:
-        raise RecordingError(f"{path} is not a gputop recording",
-                             hint="its first line is not a gputop header")
-    if not isinstance(header.get("version"), int) or header["version"] > VERSION:
-        raise RecordingError(f"{path} is a version {header.get('version')} recording",
-                             hint=f"this gputop reads versions up to {VERSION}; upgrade gputop")
-    return header
 
 
 def _kind_and_time(rec: Any, previous: float | None) -> tuple[str | None, float]:

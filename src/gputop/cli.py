@@ -191,6 +191,7 @@ def run_record_headless(args: argparse.Namespace, err: TextIO) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     err.write(f"gputop: recording to {args.record} every {args.interval:g} s "
               "(Ctrl-C to stop)\n")
+    failed: RecordingError | None = None
     try:
         next_at = time.monotonic()
         while not stop.is_set() and (args.count is None or writer.ticks < args.count):
@@ -200,11 +201,13 @@ def run_record_headless(args: argparse.Namespace, err: TextIO) -> int:
             stop.wait(max(0.0, next_at - time.monotonic()))
     except KeyboardInterrupt:
         pass
+    except RecordingError as e:  # a full disk: the file keeps every tick before it
+        failed = e
     finally:
-        # On a write error (a full disk) the file keeps every tick before it; main prints the
-        # error as the one line.
-        writer.close()
         feed.close()
+        failed = _close_recording(writer, failed)
+    if failed is not None:
+        raise failed  # main prints it as the one line
     files = writer.segments
     where = (str(files[0]) if len(files) == 1
              else f"{len(files)} files, {files[0]} to {files[-1].name}")
@@ -220,7 +223,9 @@ def run_dashboard(args: argparse.Namespace) -> int:
     if args.record:
         writer = open_recording(args, {"interval": args.interval})
         feed = RecordingTee(feed, writer)
+    tee = feed
     feed = with_diagnostics(feed)
+    failed: RecordingError | None = None
     try:
         app = GputopApp(feed, interval=args.interval, readonly=args.readonly,
                         mouse=not args.no_mouse, ansi=args.ansi,
@@ -230,8 +235,19 @@ def run_dashboard(args: argparse.Namespace) -> int:
     finally:
         feed.close()
         if writer is not None:
-            writer.close()
+            failed = _close_recording(writer, getattr(tee, "failed", None))
+    if failed is not None:
+        raise failed  # the dashboard said so while it ran; the shell gets the one line too
     return 0
+
+
+def _close_recording(writer: Any, failed: RecordingError | None) -> RecordingError | None:
+    """Closes the recording; the first error of writing it, if any (a full disk)."""
+    try:
+        writer.close()
+    except RecordingError as e:
+        return failed or e
+    return failed
 
 
 class DiagnosedFeed:
@@ -278,12 +294,14 @@ class RecordingTee:
         self.feed = feed
         self.writer = writer
         self.error: str | None = None
+        self.failed: RecordingError | None = None  # why recording stopped
 
     def _tee(self, snap: Snapshot) -> Snapshot:
         if self.error is None:
             try:
                 self.writer.write(snap)
             except RecordingError as e:
+                self.failed = e
                 self.error = f"recording stopped: {e}"
         if self.error is not None:
             snap = dataclasses.replace(snap, warnings=(*snap.warnings, self.error))

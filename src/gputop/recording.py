@@ -13,6 +13,7 @@ their own, the last of a fixed size that says where the summary starts.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -314,7 +315,8 @@ class RecordingWriter:
 
     def _open(self, path: Path) -> None:
         try:
-            self._f: IO[bytes] = open(path, "xb")  # noqa: SIM115 - closed in _finish()
+            # Unbuffered: a write that fails leaves nothing behind to be written at close.
+            self._f: IO[bytes] = open(path, "xb", buffering=0)  # noqa: SIM115 - _finish()
         except FileExistsError:
             self._broken = bool(self.segments)
             raise RecordingError(f"{path} already exists",
@@ -351,14 +353,15 @@ class RecordingWriter:
 
     def _write(self, chunk: bytes) -> None:
         try:
-            self._f.write(chunk)
-            self._f.flush()
+            _write_all(self._f, chunk)
             if self._fsync:
                 os.fsync(self._f.fileno())
         except OSError as e:
             # The compressor has taken a tick the file lacks: finishing the stream now would
-            # write a checksum over it. Stop here; the file stays readable up to its last tick.
+            # write a checksum over it. Stop here, cut off what part of the tick reached the
+            # disk: the file reads to its last tick.
             self._broken = True
+            self._cut(self._segment_bytes)
             raise RecordingError(
                 f"cannot write {self.current_path}: {e.strerror or e}",
                 hint=f"the {self.ticks} ticks written before are kept",
@@ -374,16 +377,19 @@ class RecordingWriter:
         try:
             if not self._broken:
                 end = self._z.flush(zlib.Z_FINISH)
-                self._f.write(end)
-                self._f.flush()
+                _write_all(self._f, end)
                 self.bytes_written += len(end)
                 self._segment_bytes += len(end)
                 self._append_summary()
         except OSError as e:
             self._broken = True  # the file lacks only its end marker: it reads to its last tick
+            self._cut(self._segment_bytes)
             return e
         finally:
-            self._f.close()
+            try:
+                self._f.close()
+            except OSError:
+                pass  # unbuffered: nothing is left to write
         if self._summary is not None:
             self._summary.next_file()
         return None
@@ -403,27 +409,44 @@ class RecordingWriter:
             return
         data = member + _footer(at, len(member))
         try:
-            self._f.write(data)
-            self._f.flush()
+            _write_all(self._f, data)
             if self._fsync:
                 os.fsync(self._f.fileno())
         except OSError:
-            try:
-                self._f.truncate(at)  # back to a complete file without a summary
-            except OSError:
-                pass
+            self._cut(at)  # back to a complete file without a summary
             raise
         self.bytes_written += len(data)
         self._segment_bytes += len(data)
 
+    def _cut(self, size: int) -> None:
+        """Cuts the file being written back to `size` bytes (what a failed write left)."""
+        try:
+            self._f.truncate(size)
+        except OSError:
+            pass  # a reader drops the part of a tick at the end anyway
+
     def close(self) -> None:
-        self._finish()
+        """Finishes the file. RecordingError when finishing it failed (its ticks are kept)."""
+        e = self._finish()
+        if e is not None:
+            raise RecordingError(f"cannot finish {self.current_path}: {e.strerror or e}",
+                                 hint=f"the {self.ticks} ticks written before are kept")
 
     def __enter__(self) -> RecordingWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _write_all(f: IO[bytes], data: bytes) -> None:
+    """Writes all of `data` to an unbuffered file (a write may take only part of it)."""
+    view = memoryview(data)
+    while view:
+        n = f.write(view)
+        if not n:
+            raise OSError(errno.EIO, "the file took no more bytes")
+        view = view[n:]
 
 
 def _footer(at: int, size: int) -> bytes:

@@ -14,6 +14,7 @@ their own, the last of a fixed size that says where the summary starts.
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import math
 import os
@@ -54,6 +55,7 @@ _GZIP_END = 16  # bytes that finishing a stream adds at most: an empty last bloc
 _GZIP_WBITS = 31  # zlib: gzip container
 _GZIP_MAGIC = b"\x1f\x8b"
 SUMMARY = "summary"  # the key of a summary line
+MAX_SUMMARY = 32 << 20  # bytes of a summary a reader takes: a day of 8 GPUs is about 2 MB
 _FOOTER_LINE = 64  # bytes of the footer's JSON line, padded with spaces
 # The footer: a gzip member holding one stored (uncompressed) deflate block of the line.
 FOOTER_SIZE = 10 + 5 + _FOOTER_LINE + 8
@@ -254,6 +256,7 @@ class RecordingWriter:
 
             self._summary = SummaryKeeper()
         self._summary_room = 0  # bytes kept free in a segment for its summary
+        self._no_summary: str | None = None  # why the file being written goes without one
         if max_bytes is not None:
             stale = segment_paths(self.path)
             if stale and stale != [self.path]:
@@ -302,15 +305,20 @@ class RecordingWriter:
                 # little more). One that would take over a quarter of a segment is not worth
                 # it: such small segments go without.
                 need = 2 * len(self._summary_member()) + 16384 + FOOTER_SIZE
-                self._summary_room = need if need <= self._max_bytes // 4 else 0
+                self._summary_room = need if need <= self._max_bytes // 4 else FOOTER_SIZE
+                self._no_summary = None if need <= self._max_bytes // 4 else "size"
         except Exception:  # a summary is an extra: the recording goes on without it
             self._summary = None
-            self._summary_room = 0
+            self._summary_room = FOOTER_SIZE
+            self._no_summary = "error"
 
     def _summary_member(self) -> bytes:
         z = zlib.compressobj(COMPRESSION_LEVEL, zlib.DEFLATED, _GZIP_WBITS)
         segment = len(self.segments) - 1 + self._deleted if self._series is not None else None
         body = self._summary.summary(self._series, segment)
+        # What it vouches for: the bytes before it, so that a reader can tell ticks changed
+        # since (a flipped bit) from ticks it may take the summary for.
+        body["covers"] = {"bytes": self._segment_bytes, "crc32": self._crc}
         return z.compress(_line({SUMMARY: body})) + z.flush(zlib.Z_FINISH)
 
     def _open(self, path: Path) -> None:
@@ -327,6 +335,7 @@ class RecordingWriter:
         self.segments.append(path)
         self._z = zlib.compressobj(COMPRESSION_LEVEL, zlib.DEFLATED, _GZIP_WBITS)
         self._segment_bytes = self._segment_ticks = 0
+        self._crc = 0  # of the segment's bytes so far: its summary vouches for them
         header: dict[str, Any] = {"type": "header", "format": FORMAT, "version": VERSION,
                                   "gputop": __version__, "meta": self._meta}
         if self._series is not None:
@@ -368,6 +377,7 @@ class RecordingWriter:
             ) from None
         self.bytes_written += len(chunk)
         self._segment_bytes += len(chunk)
+        self._crc = zlib.crc32(chunk, self._crc)
 
     def _finish(self) -> OSError | None:
         """Ends the current segment's gzip stream (unless a write failed), appends its summary
@@ -380,6 +390,7 @@ class RecordingWriter:
                 _write_all(self._f, end)
                 self.bytes_written += len(end)
                 self._segment_bytes += len(end)
+                self._crc = zlib.crc32(end, self._crc)
                 self._append_summary()
         except OSError as e:
             self._broken = True  # the file lacks only its end marker: it reads to its last tick
@@ -395,19 +406,30 @@ class RecordingWriter:
         return None
 
     def _append_summary(self) -> None:
-        """The summary's gzip member, then the footer saying where it starts. A file without
-        room for them, or where writing them fails, ends at its ticks' end marker instead."""
-        if self._summary is None:
-            return
-        try:
-            member = self._summary_member()
-        except Exception:  # a summary is an extra: the file is complete without it
-            self._summary = None
-            return
+        """The summary's gzip member, then the footer saying where it starts; a file whose
+        summary could not be made or has no room gets a footer saying why instead (when that
+        fits). Where writing them fails, the file ends at its ticks' end marker."""
+        if self._summary is None and self._no_summary is None:
+            return  # written without summaries
         at = self._segment_bytes
-        if self._max_bytes is not None and at + len(member) + FOOTER_SIZE > self._max_bytes:
-            return
-        data = member + _footer(at, len(member))
+        why = self._no_summary
+        data = b""
+        if why is None:
+            try:
+                member = self._summary_member()
+            except Exception:  # a summary is an extra: the file is complete without it
+                self._summary = None
+                why = self._no_summary = "error"
+            else:
+                if (self._max_bytes is not None
+                        and at + len(member) + FOOTER_SIZE > self._max_bytes):
+                    why = "size"
+                else:
+                    data = member + _footer(at, len(member))
+        if why is not None:
+            if self._max_bytes is not None and at + FOOTER_SIZE > self._max_bytes:
+                return
+            data = _footer_of({"no_summary": why})
         try:
             _write_all(self._f, data)
             if self._fsync:
@@ -450,47 +472,82 @@ def _write_all(f: IO[bytes], data: bytes) -> None:
 
 
 def _footer(at: int, size: int) -> bytes:
-    """The last FOOTER_SIZE bytes of a file with a summary: a gzip member (any gzip reader
-    inflates it) whose one line says at which byte the summary's gzip member starts and how long
-    it is. Its size is fixed, so a reader finds it without reading the rest."""
-    line = json.dumps({"summary_at": at, "summary_bytes": size}, separators=(",", ":")).encode()
+    """The footer of a file whose summary's gzip member starts at byte `at` and has `size`."""
+    return _footer_of({"summary_at": at, "summary_bytes": size})
+
+
+def _footer_of(obj: Mapping[str, Any]) -> bytes:
+    """The last FOOTER_SIZE bytes of a finished file: a gzip member (any gzip reader inflates
+    it) whose one line says at which byte the summary's gzip member starts and how long it is,
+    or why the file has none. Its size is fixed, so a reader finds it without reading the
+    rest."""
+    line = json.dumps(obj, separators=(",", ":")).encode()
     line = line.ljust(_FOOTER_LINE - 1) + b"\n"
     head = _GZIP_MAGIC + b"\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate; no name, no time
     block = b"\x01" + struct.pack("<HH", len(line), len(line) ^ 0xFFFF)  # last block, stored
     return head + block + line + struct.pack("<II", zlib.crc32(line), len(line))
 
 
-def summary_place(path: str | os.PathLike[str]) -> tuple[int, int] | None:
-    """(offset, length) of the summary that the file's footer points to; None when the file
-    ends without a footer (its ticks then run to its end). Reads only the footer."""
+class SummaryDamaged(RecordingError):
+    """A file's summary, or the footer pointing to it, was damaged after it was written."""
+
+
+# Why a finished file has no summary, as its footer says it (`{"no_summary": CODE}`).
+NO_SUMMARY = {
+    "size": "it would have taken more than a quarter of the --record-max-size it was "
+            "written with",
+    "error": "working it out failed as the file was written",
+}
+
+
+def _read_footer(path: str | os.PathLike[str]) -> tuple[dict[str, Any] | None, int]:
+    """The footer's object (None when the file ends without one) and the file's size."""
     try:
         with open(path, "rb") as f:
             size = f.seek(0, os.SEEK_END)
             if size < FOOTER_SIZE:
-                return None
+                return None, size
             f.seek(size - FOOTER_SIZE)
             tail = f.read(FOOTER_SIZE)
     except OSError as e:
         raise RecordingError(f"cannot read {Path(path).name}: {e.strerror or e}") from None
     try:
         footer = json.loads(zlib.decompress(tail, _GZIP_WBITS))
-        at, length = footer["summary_at"], footer["summary_bytes"]
-    except (zlib.error, ValueError, KeyError, TypeError):
+    except (zlib.error, ValueError):
+        return None, size
+    return (footer if isinstance(footer, dict) else None), size
+
+
+def summary_place(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    """(offset, length) of the summary that the file's footer points to; None when the file
+    ends without a footer (its ticks then run to its end) or its footer says why it has no
+    summary. Reads only the footer."""
+    footer, size = _read_footer(path)
+    if footer is None or "summary_at" not in footer:
         return None
-    if (not isinstance(at, int) or not isinstance(length, int) or at <= 0
+    at, length = footer.get("summary_at"), footer.get("summary_bytes")
+    if (type(at) is not int or type(length) is not int or at <= 0
             or at + length != size - FOOTER_SIZE):
-        raise RecordingError(f"{Path(path).name}'s summary footer is damaged")
+        raise SummaryDamaged(f"{Path(path).name}'s summary footer is damaged")
     return at, length
 
 
 def read_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The summary a writer appended to a finished file, read from the file's end without
-    reading its ticks. RecordingError says why there is none or it cannot be read."""
+    reading its ticks. RecordingError says why there is none or it cannot be read. A summary
+    larger than MAX_SUMMARY bytes is not read (its file is read tick by tick)."""
     name = Path(path).name
+    footer, _ = _read_footer(path)
+    why = footer.get("no_summary") if footer is not None else None
+    if why is not None:
+        raise RecordingError(f"{name} has no summary: "
+                             f"{NO_SUMMARY.get(str(why), 'its writer left it out')}")
     place = summary_place(path)
     if place is None:
         raise RecordingError(f"{name} has no summary (it was cut short, is still being "
                              "written, or was written by an older gputop)")
+    if place[1] > MAX_SUMMARY:
+        raise RecordingError(f"{name}'s summary is larger than {MAX_SUMMARY >> 20} MiB")
     try:
         with open(path, "rb") as f:
             f.seek(place[0])
@@ -499,17 +556,43 @@ def read_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise RecordingError(f"cannot read {name}: {e.strerror or e}") from None
     try:
         z = zlib.decompressobj(_GZIP_WBITS)
-        text = z.decompress(data)
+        text = z.decompress(data, MAX_SUMMARY + 1)
+        if len(text) > MAX_SUMMARY:
+            raise RecordingError(f"{name}'s summary is larger than {MAX_SUMMARY >> 20} MiB")
         if not z.eof or z.unused_data:
             raise ValueError("it does not end where its footer says")
         for raw in text.splitlines():
-            obj = json.loads(raw)
+            obj = parse_line(raw)
             if isinstance(obj, dict) and isinstance(obj.get(SUMMARY), dict):
                 body: dict[str, Any] = obj[SUMMARY]
                 return body
         raise ValueError("no summary line")
     except (zlib.error, ValueError) as e:
-        raise RecordingError(f"{name}'s summary is damaged ({e})") from None
+        raise SummaryDamaged(f"{name}'s summary is damaged ({e})") from None
+
+
+def ticks_match(path: str | os.PathLike[str], covers: Any) -> bool:
+    """Whether the bytes before a file's summary are those its writer summarized: the summary
+    says how many there were and their CRC-32 (`covers`). A bit flipped in the ticks after
+    the file was finished makes them differ. Reads the file's ticks without inflating them
+    (about 0.3 ms a MB)."""
+    if not isinstance(covers, dict):
+        return False
+    want, crc = covers.get("bytes"), covers.get("crc32")
+    if type(want) is not int or type(crc) is not int:
+        return False
+    got = running = 0
+    try:
+        with open(path, "rb") as f:
+            while got < want:
+                chunk = f.read(min(1 << 20, want - got))
+                if not chunk:
+                    return False
+                got += len(chunk)
+                running = zlib.crc32(chunk, running)
+    except OSError as e:
+        raise RecordingError(f"cannot read {Path(path).name}: {e.strerror or e}") from None
+    return running == crc
 
 
 # ----------------------------------------------------------------------------------------------
@@ -521,6 +604,16 @@ class ReadResult:
     header: dict[str, Any]
     snapshots: list[Snapshot]
     warning: str | None = None
+
+
+def inflate_damage(path: Path, e: zlib.error) -> str:
+    """The warning for a gzip stream that cannot be inflated past some point. A checksum that
+    fails at its end means bytes were changed after they were written, somewhere in what was
+    read: the ticks read are not to be trusted, which "read up to the damage" would not say."""
+    if "incorrect data check" in str(e) or "incorrect length check" in str(e):
+        return (f"{path} fails its gzip checksum: bytes in it changed after they were written, "
+                "so the ticks read from it may be wrong")
+    return f"{path} is damaged ({e}); read up to the damage"
 
 
 def next_state(state: dict[str, Any] | None, rec: Any) -> dict[str, Any] | None:
@@ -590,6 +683,7 @@ class RecordingReader:
     def _lines(self) -> Iterator[bytes]:
         z = zlib.decompressobj(_GZIP_WBITS)
         buf = b""
+        lines = 0  # yielded, the header first
         while True:
             chunk = self._f.read(1 << 16)
             if not chunk:
@@ -604,7 +698,7 @@ class RecordingReader:
                     try:
                         data += z.decompress(chunk[i:i + 1])
                     except zlib.error as e:
-                        self.warning = f"{self.path} is damaged ({e}); read up to the damage"
+                        self.warning = inflate_damage(self.path, e)
                         break
                 chunk = b""
             buf += data
@@ -620,14 +714,16 @@ class RecordingReader:
                 try:
                     buf += z.decompress(rest)
                 except zlib.error as e:
-                    self.warning = f"{self.path} is damaged ({e}); read up to the damage"
+                    self.warning = inflate_damage(self.path, e)
                     chunk = b""
             *complete, buf = buf.split(b"\n")
             if len(buf) > MAX_LINE or any(len(line) > MAX_LINE for line in complete):
-                self.warning = (f"{self.path}: tick {self.ticks + 1} is damaged (a line "
+                ok = list(itertools.takewhile(lambda line: len(line) <= MAX_LINE, complete))
+                self.warning = (f"{self.path}: tick {lines + len(ok)} is damaged (a line "
                                 f"longer than {MAX_LINE >> 20} MiB); read up to it")
-                yield from (line for line in complete if len(line) <= MAX_LINE)
+                yield from ok
                 return
+            lines += len(complete)
             yield from complete
             if not chunk:
                 return
@@ -724,9 +820,7 @@ class SeriesReader:
         if isinstance(paths, (str, os.PathLike)):
             self.paths = segment_paths(paths)
         else:
-            self.paths = sorted((Path(p) for p in paths), key=_segment_order)
-            if not self.paths:
-                raise RecordingError("no recording given")
+            self.paths = given_files(paths)
         self._warnings: list[str] = []
         self.ticks = 0
         self._first = RecordingReader(self.paths[0])
@@ -775,6 +869,32 @@ class SeriesReader:
                 return
             n = got
             yield r
+
+
+def given_files(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """The files a user named, in segment order, once they are known to be one run's: files of
+    different runs given together (`report b.gputop a.gputop`, `report *.gputop`) are refused,
+    never merged or silently dropped. A file whose header cannot be read is left to the reader,
+    which says why it skips it."""
+    files = sorted((Path(p) for p in paths), key=_segment_order)
+    if not files:
+        raise RecordingError("no recording given")
+    runs: dict[object, Path] = {}
+    for path in files if len(files) > 1 else ():
+        try:
+            r = RecordingReader(path)
+        except RecordingError:
+            continue
+        r.close()
+        series, segment = r.header.get("series"), r.header.get("segment")
+        runs.setdefault(series if isinstance(series, str) and isinstance(segment, int)
+                        else path, path)
+    if len(runs) > 1:
+        first, second, *more = runs.values()
+        others = f" (and {len(more)} more)" if more else ""
+        raise RecordingError(f"{first} and {second}{others} are different runs",
+                             hint="give one run at a time: its first file, or all its files")
+    return files
 
 
 def next_segment(header: Mapping[str, Any], series: str, n: int, path: str | os.PathLike[str],

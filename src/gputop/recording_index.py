@@ -26,7 +26,13 @@ from typing import IO, Any
 
 from gputop.errors import RecordingError
 from gputop.model import DeviceSample, Snapshot, from_dict
-from gputop.recording import KEYFRAME_EVERY, VERSION, SnapshotDecoder, next_state
+from gputop.recording import (
+    KEYFRAME_EVERY,
+    VERSION,
+    SnapshotDecoder,
+    inflate_damage,
+    next_state,
+)
 from gputop.recording_checks import MAX_LINE, check_header, check_input, parse_line
 
 CHUNK = 1 << 16  # compressed bytes read at a time
@@ -163,7 +169,7 @@ class RecordingIndex(Timeline):
         self._z, out, error = _inflate(self._z, chunk)
         damaged = error is not None
         if error is not None:
-            self.warning = f"{self.path} is damaged ({error}); read up to the damage"
+            self.warning = inflate_damage(self.path, error)
         head = self._pending
         data = head + out
         start = 0

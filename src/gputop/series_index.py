@@ -20,7 +20,7 @@ from typing import Any
 
 from gputop.errors import RecordingError
 from gputop.model import DeviceSample, Snapshot
-from gputop.recording import _SEGMENT, _segment_order, next_segment, segment_paths
+from gputop.recording import _SEGMENT, given_files, next_segment, segment_paths
 from gputop.recording_index import CACHE_TICKS, RecordingIndex, TickReader, Timeline
 
 # A writer opens the next file as it finishes one, but a shared file system may show the new file
@@ -39,9 +39,7 @@ class SeriesIndex(Timeline):
         if isinstance(paths, (str, os.PathLike)):
             found = segment_paths(paths)
         else:
-            found = sorted((Path(p) for p in paths), key=_segment_order)
-            if not found:
-                raise RecordingError("no recording given")
+            found = given_files(paths)
         super().__init__(cache)
         self.path = found[0]
         self.follow = follow

@@ -93,7 +93,7 @@ def diagnose(files: str | Sequence[str], *, note: TextIO | None = None,
     """(header, recap, findings, warning) of a recording: from the summaries its writer left
     at the end of each file when they stand for its ticks (gputop.diagnose.summary), else by
     reading every tick. Why the ticks are read goes to `note`, in one line."""
-    from gputop.diagnose.summary import from_summaries  # it builds on this module's Recap
+    from gputop.diagnose.summary import Damaged, from_summaries  # it builds on Recap
 
     engine = default_engine()
     got = from_summaries(files, engine)
@@ -101,10 +101,12 @@ def diagnose(files: str | Sequence[str], *, note: TextIO | None = None,
         return got.header, got.recap, got.findings, None
     reader: SeriesReader | RecordingReader
     if isinstance(got, str):
-        why, reader = f"{got}: reading the recording tick by tick", SeriesReader(files)
+        cause, reader = got, SeriesReader(files)
+        why = f"{got}: reading the recording tick by tick"
         header, recap = reader.header, Recap()
     else:  # the files before the last had summaries: the engine goes on from where they end
-        why, reader = f"{got.why}: reading its ticks", RecordingReader(got.rest)
+        cause, reader = got.why, RecordingReader(got.rest)
+        why = f"{got.why}: reading its ticks"
         header, recap = got.header, got.recap
     if note is not None:
         print(f"gputop: {printable(why)}", file=note)
@@ -113,7 +115,10 @@ def diagnose(files: str | Sequence[str], *, note: TextIO | None = None,
         engine.update(snap)
         rest.add(snap)
     recap.merge(rest)
-    return header, recap, engine.timeline(), reader.warning
+    # Damage found in a summary is the report's warning too, not only a note on stderr.
+    warnings = [cause] if isinstance(cause, Damaged) else []
+    return header, recap, engine.timeline(), "; ".join([*warnings, *filter(None, [
+        reader.warning])]) or None
 
 
 # -- per-GPU summary -------------------------------------------------------------------------

@@ -25,8 +25,23 @@ from gputop.diagnose.engine import Engine, Finding
 from gputop.diagnose.report import Recap
 from gputop.errors import RecordingError
 from gputop.model import Snapshot
-from gputop.recording import SeriesReader, SnapshotDecoder, apply, read_summary
+from gputop.recording import (
+    SeriesReader,
+    SnapshotDecoder,
+    SummaryDamaged,
+    apply,
+    read_summary,
+    ticks_match,
+)
 from gputop.recording_index import RecordingIndex
+
+MAX_FINDINGS = 20_000  # in a summary a reader takes; a run with more is read tick by tick
+
+
+class Damaged(str):
+    """Why a summary cannot stand for its file's ticks, when the file was damaged: the report
+    warns of it in every output form, not only in its note."""
+
 
 # Besides each diagnostic's own module, what decides what the diagnostics find.
 _ENGINE_MODULES = ("gputop.diagnose.engine", "gputop.diagnose.window", "gputop.model")
@@ -107,7 +122,7 @@ class Summarized:
     recap: Recap
     findings: list[Finding]
     rest: Path | None = None
-    why: str = ""  # why `rest` is read tick by tick
+    why: str = ""  # why `rest` is read tick by tick (Damaged when it was damaged)
 
 
 def from_summaries(files: str | Sequence[str], engine: Engine) -> Summarized | str:
@@ -125,11 +140,17 @@ def from_summaries(files: str | Sequence[str], engine: Engine) -> Summarized | s
         try:
             s = read_summary(r.path)
         except RecordingError as e:
+            why = Damaged(e) if isinstance(e, SummaryDamaged) else str(e)
             if n == len(opened) - 1 and last is not None:
-                return _carry_on(reader, recap, last, done, r.path, engine, str(e))
-            return str(e)
+                return _carry_on(reader, recap, last, done, r.path, engine, why)
+            return why
         if s.get("signature") != sig:
             return f"{name} was diagnosed by other rules (gputop {_version(s)})"
+        # A summary vouches for the bytes before it (older ones vouch for nothing and are
+        # taken as they are): ticks damaged since it was written are read, and said.
+        if "covers" in s and not ticks_match(r.path, s["covers"]):
+            return Damaged(f"{name} has changed since its summary was written (its ticks "
+                           "are damaged)")
         if s.get("series") != r.header.get("series") or s.get("segment") != r.header.get(
                 "segment"):
             return f"{name}'s summary is of another file"
@@ -146,6 +167,8 @@ def from_summaries(files: str | Sequence[str], engine: Engine) -> Summarized | s
         return reader.warning
     if last is None:
         return "no file has a summary"
+    if not isinstance(last.get("findings"), list) or len(last["findings"]) > MAX_FINDINGS:
+        return f"{done[-1].name}'s summary holds more than {MAX_FINDINGS} findings"
     try:
         findings = [Finding.from_dict(f) for f in last["findings"]]
     except (KeyError, TypeError, ValueError, AttributeError) as e:
@@ -179,7 +202,8 @@ def _carry_on(reader: SeriesReader, recap: Recap, last: Mapping[str, Any],
         engine.restore(state, window)
     except (RecordingError, KeyError, TypeError, ValueError, IndexError,
             AttributeError) as e:
-        return f"{why}, and {name}'s summary cannot be taken up ({type(e).__name__}: {e})"
+        text = f"{why}, and {name}'s summary cannot be taken up ({type(e).__name__}: {e})"
+        return Damaged(text) if isinstance(why, Damaged) else text
     return Summarized(reader.header, recap, [], rest=rest, why=why)
 
 
@@ -188,4 +212,4 @@ def _version(s: Mapping[str, Any]) -> str:
     return str(sig.get("gputop", "?")) if isinstance(sig, dict) else "?"
 
 
-__all__ = ["Summarized", "SummaryKeeper", "from_summaries", "signature"]
+__all__ = ["Damaged", "Summarized", "SummaryKeeper", "from_summaries", "signature"]

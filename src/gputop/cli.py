@@ -346,18 +346,17 @@ def replay_main(argv: Sequence[str]) -> int:
                         follow=args.follow)
     if index.ticks == 0 and not args.follow:
         index.close()
-        raise RecordingError(f"{index.path}: the recording holds no snapshots")
+        raise RecordingError(f"{index.path}: the recording holds no snapshots",
+                             hint=index.warning or "")
     if args.once or args.json or not sys.stdout.isatty():
-        if index.warning:
-            print(f"gputop: warning: {index.warning}", file=sys.stderr)
         try:
             if index.ticks == 0:
                 raise RecordingError(f"{index.path}: the recording holds no snapshots yet")
-            reader = index.reader()
-            snap = reader.snapshot(index.ticks - 1)
-            reader.close()
+            snap, warning = last_readable(index)
         finally:
             index.close()
+        if warning:
+            print(f"gputop: warning: {warning}", file=sys.stderr)
         if args.json:
             json.dump(snap.to_dict(), sys.stdout, indent=2, ensure_ascii=False)
             sys.stdout.write("\n")
@@ -380,6 +379,29 @@ def replay_main(argv: Sequence[str]) -> int:
     if index.warning:
         print(f"gputop: warning: {index.warning}", file=sys.stderr)
     return 0
+
+
+def last_readable(index: Any) -> tuple[Snapshot, str | None]:
+    """The last tick of a recording that can be read, and what was said of the rest: a tick
+    the index took (it reads only their times) may turn out damaged when decoded, and the
+    recording is then read up to it, as every reader reads it."""
+    from gputop.recording_index import TickDamaged
+
+    warnings = [index.warning] if index.warning else []
+    reader = index.reader()
+    tick = index.ticks - 1
+    try:
+        while True:
+            try:
+                return reader.snapshot(tick), "; ".join(warnings) or None
+            except TickDamaged as e:
+                if e.tick == 0:
+                    raise RecordingError(f"{index.path}: no tick of the recording can be read",
+                                         hint=e.message) from None
+                warnings.append(f"{e.message}; read up to it")
+                tick = min(tick, e.tick) - 1
+    finally:
+        reader.close()
 
 
 def import_main(argv: Sequence[str]) -> int:

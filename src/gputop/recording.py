@@ -606,6 +606,16 @@ class ReadResult:
     warning: str | None = None
 
 
+def known_line(rec: Any) -> bool:
+    """Whether a line that is not a tick is one this version writes (a summary, a footer)."""
+    return isinstance(rec, dict) and bool({SUMMARY, "summary_at", "no_summary"} & rec.keys())
+
+
+def skipped_lines(path: Path, n: int) -> str:
+    return (f"{path}: {n} line{'s' if n > 1 else ''} of a kind this gputop does not read "
+            "(a newer gputop's, or damage) skipped")
+
+
 def inflate_damage(path: Path, e: zlib.error) -> str:
     """The warning for a gzip stream that cannot be inflated past some point. A checksum that
     fails at its end means bytes were changed after they were written, somewhere in what was
@@ -748,21 +758,27 @@ class RecordingReader:
     def states(self) -> Iterator[dict[str, Any]]:
         """Each tick in record form, without building Snapshots (cheap: for skipping ahead)."""
         state: dict[str, Any] | None = None
-        n = 0
+        n = skipped = 0
         try:
             for raw in self._rest:
-                n += 1
                 try:
-                    state = next_state(state, parse_line(raw))
-                    if state is None:
-                        continue  # a line type from a newer minor version: skip it
+                    rec = parse_line(raw)
+                    new = next_state(state, rec)
                 except (ValueError, KeyError, TypeError) as e:
-                    self.warning = f"{self.path}: tick {n} is damaged ({e}); read up to it"
+                    self.warning = f"{self.path}: tick {n + 1} is damaged ({e}); read up to it"
                     return
+                if new is None:  # a line type from a newer minor version: skip it, and say so
+                    skipped += not known_line(rec)
+                    continue
+                state = new
+                n += 1
                 self.ticks = n
                 yield state
         finally:
             self._f.close()
+            if skipped:
+                self.warning = "; ".join(filter(None, [self.warning, skipped_lines(
+                    self.path, skipped)]))
 
     def decoded(self, states: Iterator[dict[str, Any]]) -> Iterator[Snapshot]:
         decoder = SnapshotDecoder()

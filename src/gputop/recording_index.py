@@ -31,7 +31,9 @@ from gputop.recording import (
     VERSION,
     SnapshotDecoder,
     inflate_damage,
+    known_line,
     next_state,
+    skipped_lines,
 )
 from gputop.recording_checks import MAX_LINE, check_header, check_input, parse_line
 
@@ -114,6 +116,7 @@ class RecordingIndex(Timeline):
         self._offset = 0
         self._pending = b""  # inflated bytes of a line not yet complete
         self._since_cp = 0
+        self._skipped = 0  # lines of a kind this version does not read
         self._helper: TickReader | None = None  # builds resume points where keyframes are rare
         try:
             magic = self._f.read(2)
@@ -160,6 +163,10 @@ class RecordingIndex(Timeline):
                 if self._pending:
                     self.warning = (f"{self.path} ends in the middle of a tick; that tick "
                                     "was dropped")
+            if self._skipped and (self.finished or not self.follow):
+                said = skipped_lines(self.path, self._skipped)
+                if said not in (self.warning or ""):
+                    self.warning = "; ".join(filter(None, [self.warning, said]))
             return self.ticks - before
 
     def _inflate(self, chunk: bytes) -> None:
@@ -219,8 +226,9 @@ class RecordingIndex(Timeline):
             except (ValueError, TypeError) as e:
                 self.warning = f"{self.path}: tick {n + 1} is damaged ({e}); read up to it"
                 return False
-            if kind is None:
-                return True  # a line type from a newer minor version: not a tick
+            if kind is None:  # a line type from a newer minor version: not a tick
+                self._skipped += not known_line(rec)
+                return True
         if kind == "k":
             self._add_checkpoint(_Checkpoint(n, resume(), None))
         elif n == 0:
@@ -336,15 +344,27 @@ class TickReader:
         try:
             state = None
             while state is None:
-                state = next_state(self._state, parse_line(next(self._lines)))
+                try:
+                    line = next(self._lines)
+                except RecordingError as e:
+                    raise ValueError(e.message.removeprefix(f"{self.index.path} ")) from None
+                state = next_state(self._state, parse_line(line))
         except (ValueError, KeyError, TypeError) as e:
             self._lines = None
             raise self._damaged(tick, e) from None
         self._state = state
         self._pos = tick
 
-    def _damaged(self, tick: int, e: Exception) -> RecordingError:
-        return RecordingError(f"{self.index.path}: tick {tick + 1} is damaged ({e})")
+    def _damaged(self, tick: int, e: Exception) -> TickDamaged:
+        return TickDamaged(f"{self.index.path}: tick {tick + 1} is damaged ({e})", tick)
+
+
+class TickDamaged(RecordingError):
+    """Tick `tick` (from 0) of a recording cannot be read: the ticks before it can."""
+
+    def __init__(self, message: str, tick: int) -> None:
+        super().__init__(message)
+        self.tick = tick
 
 
 def _inflate(z: Any, chunk: bytes) -> tuple[Any, bytes, zlib.error | None]:

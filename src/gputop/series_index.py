@@ -11,17 +11,18 @@ or belongs to another run. A file written without segments is the whole recordin
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from gputop.errors import RecordingError
 from gputop.model import DeviceSample, Snapshot
 from gputop.recording import _SEGMENT, given_files, next_segment, segment_paths
-from gputop.recording_index import CACHE_TICKS, RecordingIndex, TickReader, Timeline
+from gputop.recording_index import CACHE_TICKS, RecordingIndex, TickDamaged, TickReader, Timeline
 
 # A writer opens the next file as it finishes one, but a shared file system may show the new file
 # a while later: following, a finished last file ends the replay only after this long without one.
@@ -217,13 +218,15 @@ class SeriesTickReader:
     def state(self, tick: int) -> dict[str, Any]:
         """Tick `tick` (from 0) in record form. Do not modify it."""
         reader, k = self._locate(tick)
-        return reader.state(k)
+        with self._in_series(tick - k):
+            return reader.state(k)
 
     def snapshot(self, tick: int) -> Snapshot:
         snap = self.index._cached(tick)
         if snap is None:
             reader, k = self._locate(tick)
-            snap = reader.snapshot(k)
+            with self._in_series(tick - k):
+                snap = reader.snapshot(k)
             self.index._keep(tick, snap)
         return snap
 
@@ -232,7 +235,16 @@ class SeriesTickReader:
         if snap is not None:
             return snap.devices
         reader, k = self._locate(tick)
-        return reader.devices(k)
+        with self._in_series(tick - k):
+            return reader.devices(k)
+
+    @contextlib.contextmanager
+    def _in_series(self, start: int) -> Iterator[None]:
+        """A damaged tick of a file, numbered in the series (its file starts at `start`)."""
+        try:
+            yield
+        except TickDamaged as e:
+            raise TickDamaged(e.message, start + e.tick) from None
 
     def close(self) -> None:
         for reader in self._readers.values():

@@ -27,7 +27,7 @@ from gputop.diagnose.report import (
     _duration,
     headline,
 )
-from gputop.errors import GputopError
+from gputop.output_file import replacing
 from gputop.safetext import printable
 
 MAX_POINTS = 2 * CHART_BUCKETS  # per chart line: more than a chart this wide can show
@@ -77,10 +77,8 @@ def write_html(out: str, path: str, header: dict[str, Any], recap: Recap,
                findings: Sequence[Finding], devices: Sequence[dict[str, Any]],
                warning: str | None = None) -> None:
     page = render_html(path, header, recap, findings, devices, warning=warning)
-    try:
-        Path(out).write_text(page, encoding="utf-8")
-    except OSError as e:
-        raise GputopError(f"cannot write {out}: {e.strerror or e}") from None
+    with replacing(out) as part:  # never through a link planted at `out`
+        Path(part).write_text(page, encoding="utf-8")
 
 
 def render_html(path: str, header: dict[str, Any], recap: Recap,

@@ -55,6 +55,7 @@ _GZIP_END = 16  # bytes that finishing a stream adds at most: an empty last bloc
 _GZIP_WBITS = 31  # zlib: gzip container
 _GZIP_MAGIC = b"\x1f\x8b"
 SUMMARY = "summary"  # the key of a summary line
+CHUNK = 1 << 16  # compressed bytes read at a time
 MAX_SUMMARY = 32 << 20  # bytes of a summary a reader takes: a day of 8 GPUs is about 2 MB
 _FOOTER_LINE = 64  # bytes of the footer's JSON line, padded with spaces
 # The footer: a gzip member holding one stored (uncompressed) deflate block of the line.
@@ -691,41 +692,11 @@ class RecordingReader:
         self._rest = lines
 
     def _lines(self) -> Iterator[bytes]:
-        z = zlib.decompressobj(_GZIP_WBITS)
+        """The file's lines, up to the first damage; none longer than MAX_LINE."""
         buf = b""
         lines = 0  # yielded, the header first
-        while True:
-            chunk = self._f.read(1 << 16)
-            if not chunk:
-                break
-            saved = z.copy()
-            try:
-                data = z.decompress(chunk)
-            except zlib.error:
-                # Decompress again in small steps to keep what precedes the damage.
-                z, data = saved, b""
-                for i in range(len(chunk)):
-                    try:
-                        data += z.decompress(chunk[i:i + 1])
-                    except zlib.error as e:
-                        self.warning = inflate_damage(self.path, e)
-                        break
-                chunk = b""
-            buf += data
-            rest = b""
-            while z.eof and chunk:
-                # Another gzip member (the summary): the file reads on as one stream.
-                rest = z.unused_data
-                if len(rest) < len(_GZIP_MAGIC):  # the chunk ended at or in the next magic
-                    rest += self._f.read(len(_GZIP_MAGIC) - len(rest))
-                if not rest.startswith(_GZIP_MAGIC):
-                    break
-                z = zlib.decompressobj(_GZIP_WBITS)
-                try:
-                    buf += z.decompress(rest)
-                except zlib.error as e:
-                    self.warning = inflate_damage(self.path, e)
-                    chunk = b""
+        for piece in self._inflated():
+            buf += piece
             *complete, buf = buf.split(b"\n")
             if len(buf) > MAX_LINE or any(len(line) > MAX_LINE for line in complete):
                 ok = list(itertools.takewhile(lambda line: len(line) <= MAX_LINE, complete))
@@ -735,19 +706,66 @@ class RecordingReader:
                 return
             lines += len(complete)
             yield from complete
-            if not chunk:
+        if buf:
+            self.warning = f"{self.path} ends in the middle of a tick; that tick was dropped"
+
+    def _inflated(self) -> Iterator[bytes]:
+        """The ticks' gzip stream inflated, in pieces of at most MAX_LINE + 1 bytes (a line
+        that inflates to a gigabyte is stopped at its first pieces), member after member (a
+        file of several reads as one stream), up to the damage, if any, and up to the summary
+        of a finished file (it holds no ticks)."""
+        try:
+            place = summary_place(self.path)
+        except RecordingError:
+            place = None  # a damaged footer: read to the end, as a file without one
+        left = place[0] if place is not None else None  # bytes up to the summary
+        z = zlib.decompressobj(_GZIP_WBITS)
+        data = b""  # compressed bytes not yet inflated
+        while True:
+            if not data or (z.eof and len(data) < len(_GZIP_MAGIC)):
+                more = self._f.read(CHUNK if left is None else min(CHUNK, left))
+                if left is not None:
+                    left -= len(more)
+                if not more and not data:
+                    break
+                data += more
+                if not more and not z.eof:
+                    break  # the rest is less than a member's magic
+            if z.eof:  # another gzip member: the file reads on as one stream
+                if not data.startswith(_GZIP_MAGIC):
+                    if data.strip(b"\0"):
+                        self.warning = f"{self.path} has trailing data after its end; ignored"
+                    return
+                z = zlib.decompressobj(_GZIP_WBITS)
+            saved = z.copy()
+            try:
+                out = z.decompress(data, MAX_LINE + 1)
+            except zlib.error:
+                yield self._up_to_damage(saved, data)
                 return
-            if z.eof:
-                if rest.strip(b"\0"):
-                    self.warning = f"{self.path} has trailing data after its end; ignored"
-                return
+            data = z.unused_data if z.eof else z.unconsumed_tail
+            yield out
         if not z.eof:
             # Still being written, or the writer was killed: the tail is cut at a tick boundary
             # unless a tick was being written, which is then dropped.
             self.warning = (f"{self.path} ends without its end marker (still being written, "
                             "or the writer stopped); read every complete tick")
-        if buf:
-            self.warning = f"{self.path} ends in the middle of a tick; that tick was dropped"
+
+    def _up_to_damage(self, z: Any, data: bytes) -> bytes:
+        """What `data` inflates to before the byte where inflating it fails."""
+        out = []
+        size = 0
+        for i in range(len(data)):
+            try:
+                piece = z.decompress(data[i:i + 1])
+            except zlib.error as e:
+                self.warning = inflate_damage(self.path, e)
+                break
+            out.append(piece)
+            size += len(piece)
+            if size > MAX_LINE:
+                break  # the line is too long anyway
+        return b"".join(out)
 
     def __iter__(self) -> Iterator[Snapshot]:
         return self.decoded(self.states())

@@ -89,13 +89,13 @@ def render_html(path: str, header: dict[str, Any], recap: Recap,
              f"<title>gputop report: {_text(Path(path).name)}</title>",
              f"<style>{CSS}</style></head><body>",
              "<h1>gputop report</h1>", f'<div class="meta">{_text(path)}</div>']
+    warned = [f'<div class="banner">Warning: {_text(warning)}</div>'] if warning else []
     if recap.start is None or recap.end is None:
-        parts.append("<p>The recording holds no ticks.</p>")
+        parts += [*warned, "<p>The recording holds no ticks.</p>"]
         return "\n".join([*parts, "</body></html>", ""])
     parts.append(f'<div class="meta">{_text(" · ".join(headline(header, recap, len(devices))))}'
                  "</div>")
-    if warning:
-        parts.append(f'<div class="banner">Warning: {_text(warning)}</div>')
+    parts += warned
     t0, t1 = recap.start, recap.end
     parts.append(f"<h2>Findings ({len(findings)})</h2>" if findings else "<h2>Findings</h2>")
     if findings:

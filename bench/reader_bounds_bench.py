@@ -76,9 +76,11 @@ FILES = {"bomb": bomb, "line": line, "findings": findings}
 
 def measure(argv: list[str], timeout: float) -> tuple[float, float, int, str]:
     """(seconds, peak RSS in MiB, exit status, last line of stderr) of `gputop ARGV`."""
-    code = ("import resource, sys\nfrom gputop.cli import main\nrc = main(sys.argv[1:])\n"
-            "print('maxrss', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "
-            "file=sys.stderr)\nsys.exit(rc)")
+    # The peak of this process's own memory (VmHWM starts again at exec; ru_maxrss would
+    # carry this bench's own, which built the files).
+    code = ("import sys\nfrom gputop.cli import main\nrc = main(sys.argv[1:])\n"
+            "hwm = [x for x in open('/proc/self/status') if x.startswith('VmHWM')][0]\n"
+            "print('maxrss', hwm.split()[1], file=sys.stderr)\nsys.exit(rc)")
     t0 = time.perf_counter()
     try:
         done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True,

@@ -154,7 +154,10 @@ def test_one_line_that_inflates_to_a_gibibyte_is_damage_read_quickly(
     t0 = time.monotonic()
     rc, out, err = run(capsys, tmp_path, reader[0], str(path), *reader[1:])
     assert rc == 0, err
-    assert f"tick 6 is damaged (a line longer than {MAX_LINE >> 20} MiB)" in err
+    if reader[0] == "replay":  # the index stops at the first 64 KiB that inflate too far
+        assert f"is damaged (64 KiB inflating to more than {MAX_LINE >> 20} MiB)" in err
+    else:
+        assert f"tick 6 is damaged (a line longer than {MAX_LINE >> 20} MiB)" in err
     assert time.monotonic() - t0 < 15
 
 

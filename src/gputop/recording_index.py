@@ -369,10 +369,16 @@ class TickDamaged(RecordingError):
 
 def _inflate(z: Any, chunk: bytes) -> tuple[Any, bytes, zlib.error | None]:
     """(inflater, what `chunk` inflates to, the error that stopped it): on damage, what
-    precedes it is kept (inflated again a byte at a time)."""
+    precedes it is kept (inflated again a byte at a time). A chunk that inflates to more than
+    MAX_LINE is damage too: gputop's ticks compress about 10 to 1, and inflating on would
+    let a file of a megabyte take gigabytes."""
     saved = z.copy()
     try:
-        return z, z.decompress(chunk), None
+        out = z.decompress(chunk, MAX_LINE + 1)
+        if z.unconsumed_tail:
+            return z, out, zlib.error(f"{CHUNK >> 10} KiB inflating to more than "
+                                      f"{MAX_LINE >> 20} MiB")
+        return z, out, None
     except zlib.error:
         pass
     z, out = saved, b""
@@ -381,6 +387,8 @@ def _inflate(z: Any, chunk: bytes) -> tuple[Any, bytes, zlib.error | None]:
             out += z.decompress(chunk[i:i + 1])
         except zlib.error as e:
             return z, out, e
+        if len(out) > MAX_LINE:
+            return z, out, zlib.error(f"inflating to more than {MAX_LINE >> 20} MiB")
     return z, out, None
 
 

@@ -3,6 +3,7 @@ warning, by every reader and in every output form: never a traceback, never a ha
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import gzip
 import json
@@ -16,9 +17,13 @@ from typing import Any
 import pytest
 
 from gputop.cli import main
+from gputop.diagnose import Engine
 from gputop.recording import RecordingWriter
 from gputop.recording_checks import MAX_LINE
+from gputop.recording_index import RecordingIndex
+from gputop.replay_control import ReplayFeed
 from gputop.testing.synthetic import series
+from waiting import until, within
 
 READERS = [["report"], ["report", "--json"], ["report", "--html", "OUT.html"],
            ["export", "-o", "OUT.csv"], ["replay", "--once"]]
@@ -108,7 +113,7 @@ def test_json_nested_100000_deep_is_damage(tmp_path: Path, capsys: pytest.Captur
                                            reader: list[str], deep: bytes) -> None:
     header, lines = ticks_of(tmp_path)
     path = written(tmp_path / "deep.gputop", header, [lines[0], deep, *lines[1:]])
-    rc, out, err = run(capsys, tmp_path, reader[0], str(path), *reader[1:])
+    rc, _out, err = run(capsys, tmp_path, reader[0], str(path), *reader[1:])
     assert rc == 0, err
     assert "tick 2 is damaged (nested too deeply)" in err
 
@@ -120,7 +125,7 @@ def test_a_header_version_that_is_not_a_whole_number_from_1_is_refused(
         reader: list[str]) -> None:
     header, lines = ticks_of(tmp_path)
     path = written(tmp_path / "v.gputop", {**header, "version": version}, lines)
-    rc, out, err = run(capsys, tmp_path, reader[0], str(path), *reader[1:])
+    rc, _out, err = run(capsys, tmp_path, reader[0], str(path), *reader[1:])
     assert rc == 1
     assert err == (f"gputop: {path} has a damaged header: its version is "
                    f"{json.dumps(version)}, not a whole number from 1\n")
@@ -152,7 +157,7 @@ def test_one_line_that_inflates_to_a_gibibyte_is_damage_read_quickly(
     path.write_bytes(BOMB(b"\n".join(json.dumps(x).encode() for x in [header, *lines[:5]])))
     assert path.stat().st_size < 2 << 20
     t0 = time.monotonic()
-    rc, out, err = run(capsys, tmp_path, reader[0], str(path), *reader[1:])
+    rc, _out, err = run(capsys, tmp_path, reader[0], str(path), *reader[1:])
     assert rc == 0, err
     if reader[0] == "replay":  # the index stops at the first 64 KiB that inflate too far
         assert f"is damaged (64 KiB inflating to more than {MAX_LINE >> 20} MiB)" in err
@@ -166,7 +171,7 @@ def test_a_fifo_is_refused_in_one_line_instead_of_blocking(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], reader: list[str]) -> None:
     fifo = tmp_path / "run.gputop"
     os.mkfifo(fifo)  # no writer ever opens it: opening it to read would block for ever
-    rc, out, err = run(capsys, tmp_path, reader[0], str(fifo), *reader[1:])
+    rc, _out, err = run(capsys, tmp_path, reader[0], str(fifo), *reader[1:])
     assert rc == 1
     assert err == (f"gputop: {fifo} is a pipe: gputop reads a recording from a file; save it "
                    "first (cat > run.gputop)\n")
@@ -176,9 +181,55 @@ def test_a_pipe_from_the_shell_is_refused_in_one_line(tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     r, w = os.pipe()  # what `gputop report <(cat run.gputop)` gives: /dev/fd/N
     try:
-        rc, out, err = run(capsys, tmp_path, "report", f"/dev/fd/{r}")
+        rc, _out, err = run(capsys, tmp_path, "report", f"/dev/fd/{r}")
     finally:
         os.close(r)
         os.close(w)
     assert rc == 1
     assert err.startswith(f"gputop: /dev/fd/{r} is a pipe: ")
+
+
+def test_a_replay_playing_into_a_tick_damaged_when_decoded_ends_before_it(
+        tmp_path: Path) -> None:
+    header, lines = ticks_of(tmp_path)
+    lines = copy.deepcopy(lines)
+    MALFORMED["index as text"](lines[20])  # the 21st tick: its time reads, its GPU does not
+    path = written(tmp_path / "bad.gputop", header, lines)
+
+    class View:
+        def __init__(self) -> None:
+            self.warnings: list[str] = []
+
+        def set_findings(self, findings: Any) -> None: ...
+        def edit_history(self, edit: Any) -> None: ...
+
+        def add_warning(self, text: str) -> None:
+            self.warnings.append(text)
+
+    async def play() -> tuple[list[float], int, str | None, list[str]]:
+        index = RecordingIndex(path)
+        assert index.ticks == 30  # the index reads only the times
+        feed = ReplayFeed(index, engine=Engine([]))
+        feed.view = view = View()
+        feed.control.speed = 64.0
+        seen: list[float] = []
+
+        async def consume() -> None:
+            async for snap in feed.stream(0.001):
+                seen.append(snap.time)
+
+        task = asyncio.create_task(consume())
+        try:
+            await within(until(lambda: bool(view.warnings) and feed.control.at_end
+                               and feed.shown == 19))
+            return seen, index.ticks, feed.warning, view.warnings
+        finally:
+            task.cancel()
+            feed.close()
+            index.close()
+
+    seen, ticks, warning, shown = asyncio.run(play())
+    assert ticks == 20 and seen[-1] == 1_800_000_019.0
+    assert shown == [f"{path}: tick 21 is damaged (devices 1: index is \"one\", not a whole "
+                     "number); the replay ends before it"]
+    assert warning is not None and "tick 21 is damaged" in warning

@@ -186,7 +186,7 @@ def test_sigkill_of_gputop_record_loses_at_most_the_tick_being_written(
     assert result.warning is None or str(last) in result.warning
 
 
-# -- a disk that refuses a write at the OS level (RLIMIT_FSIZE: write(2) fails with EFBIG) ----------
+# -- a disk that refuses a write at the OS level (RLIMIT_FSIZE: write(2) fails with EFBIG) ------
 
 _LIMITED = """
 import resource, signal, sys

@@ -59,7 +59,7 @@ def test_files_of_different_runs_given_together_are_refused(
 def test_a_glob_over_several_runs_names_them(two_runs: tuple[Path, Path], tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     record(tmp_path / "c.gputop", series(3, 2, start=1_700_000_000.0))
-    rc, out, err = run(capsys, "report", *sorted(tmp_path.glob("*.gputop")))
+    rc, _out, err = run(capsys, "report", *sorted(tmp_path.glob("*.gputop")))
     assert rc == 1 and "are different runs" in err and "(and 1 more)" in err
 
 
@@ -70,7 +70,7 @@ def test_the_files_of_one_run_given_together_are_one_run(tmp_path: Path,
     with RecordingWriter(path, max_bytes=1) as w:  # a file a tick
         for s in series(4, 2):
             w.write(s)
-    rc, out, err = run(capsys, "report", "--json", *w.segments[::-1])
+    rc, out, _err = run(capsys, "report", "--json", *w.segments[::-1])
     assert rc == 0 and json.loads(out)["ticks"] == 4
 
 
@@ -119,7 +119,7 @@ def test_a_delta_whose_kind_was_flipped_is_not_skipped_in_silence(
     path = tmp_path / "b.gputop"
     path.write_bytes(gzip.compress(b"\n".join(lines) + b"\n"))
     for argv in (["export", "-o", str(tmp_path / "b.csv")], ["report"], ["replay", "--once"]):
-        rc, out, err = run(capsys, argv[0], path, *argv[1:])
+        rc, _out, err = run(capsys, argv[0], path, *argv[1:])
         assert rc == 0 and "1 line of a kind this gputop does not read" in err, argv
 
 
@@ -133,7 +133,7 @@ def test_a_file_too_small_for_its_summary_says_so(tmp_path: Path,
                "--count", "5", "--record-max-size", "64k"])
     assert rc == 0
     capsys.readouterr()
-    rc, out, err = run(capsys, "report", path)
+    rc, _out, err = run(capsys, "report", path)
     assert rc == 0
     assert err.splitlines()[0] == (
         "gputop: run.gputop has no summary: it would have taken more than a quarter of the "
@@ -171,6 +171,6 @@ def test_out_that_cannot_be_written_is_one_line_and_leaves_nothing(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rec = record(tmp_path / "run.gputop", series(5, 2))
     (tmp_path / "dir.csv").mkdir()
-    rc, out, err = run(capsys, "export", rec, "-o", tmp_path / "dir.csv")
+    rc, _out, err = run(capsys, "export", rec, "-o", tmp_path / "dir.csv")
     assert rc == 1 and err == f"gputop: cannot write {tmp_path / 'dir.csv'}: it is a directory\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dir.csv", "run.gputop"]

@@ -124,7 +124,7 @@ def check_tick(state: Any, patch: Mapping[str, Any] | None = None) -> None:
     if not isinstance(state, dict):
         raise ValueError("a tick that is not an object")
     t = state.get("time")
-    if not _is_number(t) or not math.isfinite(t):
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
         raise ValueError(f"its time is {_show(t)}, not a finite number")
     names = state.keys() if patch is None else patch.keys()
     for name in names:

@@ -84,6 +84,18 @@ class Timeline:
         """The last tick taken at or before `t` (the first tick if `t` is before it)."""
         return max(0, bisect.bisect_right(self.times, t) - 1)
 
+    def cut(self, tick: int, why: str) -> None:
+        """Ends the recording before `tick`, found damaged when it was decoded (the index reads
+        only the ticks' times): from then on it reads as a file damaged there."""
+        with self._lock:
+            del self.times[tick:]
+            for k in [k for k in self._cache if k >= tick]:
+                del self._cache[k]
+            self._stop(f"{why}; read up to it")
+
+    def _stop(self, warning: str) -> None:
+        raise NotImplementedError
+
     def _cached(self, tick: int) -> Snapshot | None:
         with self._lock:
             snap = self._cache.get(tick)
@@ -134,6 +146,11 @@ class RecordingIndex(Timeline):
     def reader(self) -> TickReader:
         """A reader of this recording's ticks, for one thread."""
         return TickReader(self)
+
+    def _stop(self, warning: str) -> None:
+        self.finished = True
+        self.follow = False
+        self.warning = "; ".join(filter(None, [self.warning, warning]))
 
     def close(self) -> None:
         self._f.close()

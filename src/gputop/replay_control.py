@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from gputop.diagnose.engine import Engine, Finding
 from gputop.diagnose.window import History
 from gputop.model import DeviceSample, Snapshot
-from gputop.recording_index import RecordingIndex, TickReader
+from gputop.recording_index import RecordingIndex, TickDamaged, TickReader
 from gputop.series_index import SeriesIndex, SeriesTickReader
 
 Index = RecordingIndex | SeriesIndex  # one file, or a recording's files as one run
@@ -598,8 +598,12 @@ class ReplayFeed:
                 last = now
                 if control.ticks and control.position != self.shown:
                     tick = control.position
-                    snap, edit, older = await asyncio.to_thread(self._frame, reader,
-                                                                self.shown, tick)
+                    try:
+                        snap, edit, older = await asyncio.to_thread(self._frame, reader,
+                                                                    self.shown, tick)
+                    except TickDamaged as e:
+                        self._damaged(e)
+                        continue
                     if self.view is not None and edit is not None:
                         self.view.edit_history(edit)
                     self.shown = tick
@@ -648,6 +652,17 @@ class ReplayFeed:
         edit = HistoryEdit(clear=True, push=_devices(reader, start, tick))
         oldest = max(0, tick - self.history_ticks)
         return snap, edit, (oldest, start) if oldest < start else None
+
+    def _damaged(self, e: TickDamaged) -> None:
+        """A tick turned out damaged as it was read: the replay ends before it, and says so."""
+        if e.tick == 0:
+            raise e
+        self.index.cut(e.tick, e.message)
+        self.control.follow = False
+        self.control.seek(self.control.position)
+        self.warning = self.index.warning
+        if self.view is not None:
+            self.view.add_warning(f"{e.message}; the replay ends before it")
 
     def _found(self, tick: int, findings: list[Finding]) -> None:
         self.findings_tick = tick

@@ -85,6 +85,13 @@ class SeriesIndex(Timeline):
             return False
         return not self.follow or self._stopped or self._gave_up or self._series() is None
 
+    def _stop(self, warning: str) -> None:
+        self._stopped = True
+        self.follow = False
+        for segment in self.segments:  # the files after the damage are not read on
+            segment.follow = False
+        self._warnings.append(warning)
+
     def reader(self) -> SeriesTickReader:
         """A reader of the series' ticks, for one thread."""
         return SeriesTickReader(self)

@@ -139,6 +139,10 @@ def test_a_file_too_small_for_its_summary_says_so(tmp_path: Path,
         "gputop: run.gputop has no summary: it would have taken more than a quarter of the "
         "--record-max-size it was written with: reading the recording tick by tick")
     assert "cut short" not in err
+    # gzip readers (zcat) read the footer that says so as one more line
+    lines = gzip.decompress(path.read_bytes()).splitlines()
+    assert json.loads(lines[-1]) == {"no_summary": "size"}
+    assert len(lines) == 1 + 5 + 1
 
 
 # -- OUT is never written through a link -----------------------------------------------------------

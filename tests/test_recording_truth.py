@@ -148,13 +148,17 @@ def test_a_file_too_small_for_its_summary_says_so(tmp_path: Path,
 # -- OUT is never written through a link -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("argv", [["report", "--html"], ["export", "-o"]])
+@pytest.mark.parametrize("argv, name", [(["report", "--html"], "out.html"),
+                                        (["export", "-o"], "out.csv"),
+                                        (["export", "-o"], "out.parquet")])
 def test_a_link_planted_at_out_is_replaced_not_followed(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], name: str) -> None:
+    if name.endswith(".parquet"):
+        pytest.importorskip("pyarrow.parquet")
     rec = record(tmp_path / "run.gputop", series(5, 2))
     precious = tmp_path / "passwd"
     precious.write_text("root:x:0:0\n")
-    out = tmp_path / ("out.html" if "--html" in argv else "out.csv")
+    out = tmp_path / name
     out.symlink_to(precious)
     rc, _, err = run(capsys, argv[0], rec, argv[1], out)
     assert rc == 0, err

@@ -22,7 +22,8 @@ import time
 import zlib
 from pathlib import Path
 
-from gputop.recording import RecordingWriter, _footer, read_summary, summary_place
+from gputop.recording import RecordingWriter, footer, read_summary, summary_place
+from gputop.report.summary import SummaryKeeper
 from gputop.testing.synthetic import series
 
 COMMANDS = {"report": ["report", "--json"], "export": ["export", "-o", "{dir}/out.csv"],
@@ -30,7 +31,7 @@ COMMANDS = {"report": ["report", "--json"], "export": ["export", "-o", "{dir}/ou
 
 
 def clean(path: Path, n: int = 30) -> tuple[bytes, list[bytes]]:
-    with RecordingWriter(path) as w:
+    with RecordingWriter(path, summarizer=SummaryKeeper()) as w:
         for s in series(n, 4):
             w.write(s)
     lines = gzip.decompress(path.read_bytes()).splitlines()
@@ -67,7 +68,7 @@ def findings(d: Path) -> Path:
     body["findings"] = [dict(one, start=1_800_000_000.0 + i) for i in range(120_000)]
     z = zlib.compressobj(6, zlib.DEFLATED, 31)
     member = z.compress(json.dumps({"summary": body}).encode() + b"\n") + z.flush()
-    out.write_bytes(out.read_bytes()[:at] + member + _footer(at, len(member)))
+    out.write_bytes(out.read_bytes()[:at] + member + footer(at, len(member)))
     return out
 
 

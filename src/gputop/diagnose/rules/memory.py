@@ -14,7 +14,7 @@ import bisect
 import math
 from collections.abc import Sequence
 
-from gputop.diagnose.engine import Condition, Diagnostic
+from gputop.diagnose.types import Condition, Diagnostic
 from gputop.diagnose.window import (
     column,
     command,

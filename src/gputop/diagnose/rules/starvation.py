@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
-from gputop.diagnose.engine import SEVERITIES, Condition, Diagnostic
+from gputop.diagnose.types import SEVERITIES, Condition, Diagnostic
 from gputop.diagnose.window import (
     busy_values,
     column,
@@ -44,8 +44,8 @@ from gputop.diagnose.window import (
     series,
     times,
 )
-from gputop.memory_split import home_processes
 from gputop.model import ProcessSample, Snapshot
+from gputop.model.memory_split import home_processes
 
 ID = "loader.starvation"
 WINDOW_S = 60.0  # R1 window

@@ -307,7 +307,7 @@ def inflate_damage(path: Path, e: zlib.error) -> str:
 def next_state(state: dict[str, Any] | None, rec: Any) -> dict[str, Any] | None:
     """The tick a line makes after tick `state` (None before the first): a keyframe's, or
     `state` patched; None for a line that is not a tick (a later minor version's, a summary).
-    ValueError says why the tick is damaged (recording_checks.check_tick)."""
+    ValueError says why the tick is damaged (checks.check_tick)."""
     if not isinstance(rec, dict):
         raise ValueError("a line that is not an object")
     if "k" in rec:

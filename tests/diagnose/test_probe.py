@@ -84,8 +84,8 @@ def test_an_oom_is_critical_and_a_tidy_allocator_is_quiet() -> None:
 
 # -- mem.headroom -----------------------------------------------------------------------------
 
-# Notes §7.1, measured on an H100: alpha 2.60 GiB, beta 0.391 GiB per sample, reserved peaks 1.13x
-# the allocated ones, 0.75 GiB outside the allocator, 79.18 GiB of device memory.
+# docs/diagnostics.md §7.1, measured on an H100: alpha 2.60 GiB, beta 0.391 GiB per sample, reserved
+# peaks 1.13x the allocated ones, 0.75 GiB outside the allocator, 79.18 GiB of device memory.
 ALPHA, BETA, PHI, NONALLOC, TOTAL = 2.60, 0.391, 1.13, 0.75, 79.18
 
 

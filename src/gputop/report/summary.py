@@ -47,7 +47,8 @@ class Damaged(str):
 
 
 # Besides each diagnostic's own module, what decides what the diagnostics find.
-_ENGINE_MODULES = ("gputop.diagnose.engine", "gputop.diagnose.window", "gputop.model")
+_ENGINE_MODULES = ("gputop.diagnose.engine", "gputop.diagnose.types", "gputop.diagnose.window",
+                   "gputop.model.snapshot")
 
 
 def signature(engine: Engine) -> dict[str, Any]:
@@ -232,6 +233,7 @@ def diagnose(files: str | Sequence[str], *, note: TextIO | None = None,
         why = f"{got}: reading the recording tick by tick"
         header, recap = reader.header, Recap()
     else:  # the files before the last had summaries: the engine goes on from where they end
+        assert got.rest is not None
         cause, reader = got.why, RecordingReader(got.rest)
         why = f"{got.why}: reading its ticks"
         header, recap = got.header, got.recap

@@ -1,11 +1,12 @@
 """`mem.growth` and `mem.pressure`: device memory that keeps growing, or is nearly full.
 
-From outside the process NVML sees the allocator's reserved memory plus the CUDA context (notes
-§0.7), so steady growth there is memory the job keeps and never gives back: a leak, or a cache
-without a bound. A straight-line fit over the last minute (and the last ten, for slow leaks)
-gives the rate and, against the free memory, the time left before an out-of-memory error. A
-trained model's memory is flat between steps, and a caching allocator grows in steps: a single
-step fits a line poorly (R² at most 0.75 for a step mid-span), so the fit quality keeps them out.
+From outside the process NVML sees the allocator's reserved memory plus the CUDA context
+(docs/diagnostics.md §0.7), so steady growth there is memory the job keeps and never gives back: a
+leak, or a cache without a bound. A straight-line fit over the last minute (and the last ten, for
+slow leaks) gives the rate and, against the free memory, the time left before an out-of-memory
+error. A trained model's memory is flat between steps, and a caching allocator grows in steps: a
+single step fits a line poorly (R² at most 0.75 for a step mid-span), so the fit quality keeps them
+out.
 """
 
 from __future__ import annotations
@@ -129,8 +130,8 @@ def check_growth(window: Sequence[Snapshot]) -> list[Condition]:
         procs = {p.pid: p for p in window[-1].processes_on(index)}
         by_pid = {pid: pts for pid in procs if (pts := _process_points(window, index, pid))[0]}
         if not any(number(p.gpu_mem) is not None for p in procs.values()):
-            pts = series(window, index, "mem_used")  # no per-process memory: the device's
-            by_pid = {-1: ([t for t, _ in pts], [v for _, v in pts])}
+            used = series(window, index, "mem_used")  # no per-process memory: the device's
+            by_pid = {-1: ([t for t, _ in used], [v for _, v in used])}
         for pid, (ts, vs) in by_pid.items():
             g = _growth(ts, vs)
             if g is not None:

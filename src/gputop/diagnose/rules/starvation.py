@@ -1,10 +1,10 @@
 """`loader.starvation`: the GPU waits for its input, seen from outside and from inside the job.
 
-Outside (notes §5.1, §8 R1): NVML or GPM say the GPU is mostly idle, and the host says why. Measured
-on an H100: NVML util is about 1 minus the loader's wait fraction, and "low busy with every
-DataLoader worker at 100 % CPU" is the signature of a CPU-bound input pipeline (§5.4). The workers,
-main process, I/O pressure and host CPU are read at the ticks where the GPU was starved, so the
-class describes the stall itself and not the healthy ticks around it.
+Outside (docs/diagnostics.md §5.1, §8 R1): NVML or GPM say the GPU is mostly idle, and the host says
+why. Measured on an H100: NVML util is about 1 minus the loader's wait fraction, and "low busy with
+every DataLoader worker at 100 % CPU" is the signature of a CPU-bound input pipeline (§5.4). The
+workers, main process, I/O pressure and host CPU are read at the ticks where the GPU was starved, so
+the class describes the stall itself and not the healthy ticks around it.
 
 Inside (§5.2, §8 R2): the in-process probe measures the share of each step the training loop spends
 blocked on its DataLoader, over its last 50 steps and (since the probe publishes it) over its last

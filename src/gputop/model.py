@@ -149,6 +149,9 @@ class DeviceSample:
     ecc_enabled: Val[bool] = PENDING
     ecc_corrected: Val[int] = PENDING  # volatile (since driver load)
     ecc_uncorrected: Val[int] = PENDING
+    ecc_uncorrected_total: Val[int] = PENDING  # aggregate: over the GPU's lifetime
+    retired_pages: Val[int] = PENDING  # pages retired for ECC errors (before Ampere)
+    retired_pending: Val[bool] = PENDING  # a page retirement waits for a reset
     remapped_corrected: Val[int] = PENDING
     remapped_uncorrected: Val[int] = PENDING
     remap_pending: Val[bool] = PENDING

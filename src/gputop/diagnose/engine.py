@@ -39,6 +39,9 @@ class Finding:
     evidence: Mapping[str, float] = field(default_factory=dict)
     cause: str = ""
     fix: str = ""
+    # epoch s: when the finding opened, i.e. became visible, once the condition had held for its
+    # `for` duration; None for a finding saved before gputop kept it
+    opened: float | None = None
 
     @property
     def open(self) -> bool:
@@ -51,19 +54,20 @@ class Finding:
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "severity": self.severity, "device": self.device, "pid": self.pid,
-                "start": self.since, "end": self.until, "title": self.title, "cause": self.cause,
-                "fix": self.fix, "evidence": dict(self.evidence)}
+                "start": self.since, "opened": self.opened, "end": self.until,
+                "title": self.title, "cause": self.cause, "fix": self.fix,
+                "evidence": dict(self.evidence)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Finding:
         """The Finding `to_dict` gave; TypeError or KeyError for anything else."""
-        since, until = d["start"], d["end"]
-        if not _time(since) or not (until is None or _time(until)):
-            raise TypeError("a finding's start or end that is not a time")
+        since, until, opened = d["start"], d["end"], d.get("opened")
+        if not _time(since) or not all(v is None or _time(v) for v in (until, opened)):
+            raise TypeError("a finding's start, opening or end that is not a time")
         return cls(id=_text(d["id"]), severity=_text(d["severity"]), device=_id(d["device"]),
                    pid=_id(d["pid"]), title=_text(d["title"]), since=since, until=until,
                    evidence=_evidence(d["evidence"]), cause=_text(d["cause"]),
-                   fix=_text(d["fix"]))
+                   fix=_text(d["fix"]), opened=opened)
 
 
 @dataclass(frozen=True)
@@ -287,7 +291,8 @@ class Engine:
                 track.best = c
             for_s = c.for_s if c.for_s is not None else diag.for_s
             if track.finding is not None or now - track.pending_since >= for_s:
-                track.finding = _finding(track.best, track.pending_since)
+                opened = track.finding.opened if track.finding is not None else now
+                track.finding = _finding(track.best, track.pending_since, opened)
         for tkey, track in list(self._tracks.items()):
             owner, key = tkey
             if owner is not diag or key in holding:
@@ -320,15 +325,17 @@ def _broken(name: str, message: str, now: float) -> Finding:
     return Finding(
         id=BROKEN_ID, severity="warning", device=None, pid=None,
         title=f"diagnostic {name!r} is switched off: {message}", since=now, until=None,
+        opened=now,
         cause="The diagnostic failed to load or raised an error; the others still run.",
         fix="Update or uninstall the package that provides it.")
 
 
-def _finding(c: Condition | None, since: float) -> Finding:
+def _finding(c: Condition | None, since: float, opened: float | None) -> Finding:
     assert c is not None
     evidence = {k: float(v) for k, v in c.evidence.items() if _number(v)}
     return Finding(id=c.id, severity=c.severity, device=c.device, pid=c.pid, title=c.title,
-                   since=since, until=None, evidence=evidence, cause=c.cause, fix=c.fix)
+                   since=since, until=None, evidence=evidence, cause=c.cause, fix=c.fix,
+                   opened=opened)
 
 
 def _time(v: object) -> bool:

@@ -1,7 +1,8 @@
 """`gputop report FILE`: what went wrong during a recorded run, and a summary per GPU.
 
-Runs every diagnostic over the recording and prints the findings' timeline (start, end, severity,
-GPU, id, title) and, per GPU, utilization, memory, power and temperature (p50/p95/max), the time
+Runs every diagnostic over the recording and prints the findings' timeline (when the condition
+began, when the finding was shown, when it ended, severity, GPU, id, title) and, per GPU,
+utilization, memory, power and temperature (p50/p95/max), the time
 its clocks were held per clock-event reason (from the cumulative counters) and the time it was
 starved for input. `--json` prints the same as one object; `--html FILE` writes it as one page
 with charts. Times are UTC.
@@ -514,9 +515,12 @@ def render(path: str, header: dict[str, Any], recap: Recap,
 
     lines.append(f"FINDINGS ({len(findings)})" if findings else "FINDINGS: none")
     if findings:
-        rows = [["START", "END", "SEVERITY", "GPU", "ID", "TITLE"]]
+        # BEGAN: when the condition began to hold; SHOWN: when the finding opened, which is
+        # when the dashboard showed it (BEGAN plus the rule's hold).
+        rows = [["BEGAN", "SHOWN", "END", "SEVERITY", "GPU", "ID", "TITLE"]]
         for f in findings:
             rows.append([_clock(f.since, fmt),
+                         "-" if f.opened is None else _clock(f.opened, fmt),
                          "(open)" if f.until is None else _clock(f.until, fmt),
                          f.severity.upper(), "-" if f.device is None else str(f.device),
                          printable(f.id), printable(f.title)])

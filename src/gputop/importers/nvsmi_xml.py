@@ -275,6 +275,7 @@ def _device(index: int, gpu: ET.Element, warnings: list[str]) -> DeviceSample:
         **_power(gpu),
         **_ecc(gpu),
         **_remapped_rows(gpu.find("remapped_rows")),
+        **_retired_pages(gpu.find("retired_pages")),
     )
 
 
@@ -378,15 +379,38 @@ def _ecc(gpu: ET.Element) -> dict[str, object]:
         uncorrected = _sum(v for k, v in counts.items() if "_uncorrectable" in k)
     else:
         corrected = uncorrected = _ABSENT
+    aggregate = gpu.find("ecc_errors/aggregate")
+    if aggregate is not None and aggregate.find("double_bit") is not None:
+        lifetime = _integer(aggregate, "double_bit/total", _COUNT)
+    elif aggregate is not None:
+        lifetime = _sum(_integer(aggregate, child.tag, _COUNT) for child in aggregate
+                        if "_uncorrectable" in child.tag)
+    else:
+        lifetime = _ABSENT
     enabled = _flag(gpu, "ecc_mode/current_ecc")
     if enabled is False:
         # Counts read N/A with ECC off; say why, as the NVML source does.
-        corrected = uncorrected = Missing("unsupported", detail="ECC is off")
+        corrected = uncorrected = lifetime = Missing("unsupported", detail="ECC is off")
     return {
         "ecc_enabled": enabled,
         "ecc_corrected": corrected,
         "ecc_uncorrected": uncorrected,
+        "ecc_uncorrected_total": lifetime,
     }
+
+
+def _retired_pages(pages: ET.Element | None) -> dict[str, object]:
+    """Pages retired for ECC errors (before Ampere), and whether one waits for a reset."""
+    counts = [_integer(pages, f"{cause}/retired_count", _COUNT)
+              for cause in ("multiple_single_bit_retirement", "double_bit_retirement")]
+    lost = next((c for c in counts if isinstance(c, Missing)), None)
+    # `pending_retirement` since driver 4xx; older files say `pending_blacklist`.
+    pending = _flag(pages, "pending_retirement")
+    if isinstance(pending, Missing):
+        older = _flag(pages, "pending_blacklist")
+        pending = older if not isinstance(older, Missing) or pending is _ABSENT else pending
+    return {"retired_pages": lost if lost is not None else sum(int(c) for c in counts),
+            "retired_pending": pending}
 
 
 def _remapped_rows(rows: ET.Element | None) -> dict[str, object]:

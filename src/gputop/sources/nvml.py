@@ -710,9 +710,19 @@ class NvmlSource:
         if dev.static.get("ecc_enabled") is True:
             s["ecc_corrected"] = dev.ask("ecc_corr", n.nvmlDeviceGetTotalEccErrors, h, 0, 0)
             s["ecc_uncorrected"] = dev.ask("ecc_unc", n.nvmlDeviceGetTotalEccErrors, h, 1, 0)
+            s["ecc_uncorrected_total"] = dev.ask("ecc_unc_total", n.nvmlDeviceGetTotalEccErrors,
+                                                 h, 1, 1)
         else:
-            s["ecc_corrected"] = s["ecc_uncorrected"] = Missing("unsupported",
-                                                                detail="ECC is off")
+            s["ecc_corrected"] = s["ecc_uncorrected"] = s["ecc_uncorrected_total"] = Missing(
+                "unsupported", detail="ECC is off")
+        # Page retirement is the pre-Ampere scheme (NOT_SUPPORTED on an H100, notes §2.3): asked
+        # once, then never again where it is not offered.
+        pages = [dev.ask(f"retired_{cause}", n.nvmlDeviceGetRetiredPages, h, cause)
+                 for cause in (0, 1)]  # multiple single-bit, double-bit
+        lost = next((p for p in pages if isinstance(p, Missing)), None)
+        s["retired_pages"] = lost if lost is not None else sum(len(p) for p in pages)
+        s["retired_pending"] = _map(dev.ask("retired_pending",
+                                            n.nvmlDeviceGetRetiredPagesPendingStatus, h), bool)
         rows = dev.ask("remapped", n.nvmlDeviceGetRemappedRows, h)
         s["remapped_corrected"] = _map(rows, lambda r: int(r[0]))
         s["remapped_uncorrected"] = _map(rows, lambda r: int(r[1]))

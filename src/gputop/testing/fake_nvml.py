@@ -516,6 +516,11 @@ class FakeNvml:
         _out(period).value = 167000
 
     def c_nvmlDeviceGetTotalEccErrors(self, h: Any, kind: Any, counter: Any, ref: Any) -> None:
+        if int(_val(counter)) == 1:  # aggregate: only the uncorrected count is kept
+            if int(_val(kind)) != 1:
+                raise _Fail(NOT_SUPPORTED)
+            _out(ref).value = int(self._get(h, "ecc_uncorrected_total"))
+            return
         name = "ecc_uncorrected" if int(_val(kind)) == 1 else "ecc_corrected"
         _out(ref).value = int(self._get(h, name))
 

@@ -117,10 +117,13 @@ def _pegged(window: Sequence[Snapshot], index: int) -> tuple[ProcessSample, floa
     best: tuple[ProcessSample, float] | None = None
     ts = times(window)
     ticks = column(window, _on_gpu, index)
+    lately = now - RECENT_S
     for p in window[-1].processes_on(index):
         hist = [on[p.pid] for _, on in zip(ts, ticks) if p.pid in on]
         cpu = median([c for c, _ in hist if c is not None])
-        workers = median([w for _, w in hist if w is not None])
+        # The workers as they are now: a loader that was busy before the slowdown is no cause.
+        workers = median([on[p.pid][1] for t, on in zip(ts, ticks)
+                          if t >= lately and p.pid in on and on[p.pid][1] is not None])
         if cpu is None or cpu < MAIN_PEGGED or (workers is not None and workers >= LOADER_IDLE):
             continue
         born = number(p.create_time)

@@ -388,10 +388,13 @@ def _condition(window: Sequence[Snapshot], index: int, seen: _Outside | None,
         assert seen is not None
         st = replace(st, link_share=_link_share(recent, index, seen.starved))
         kind = _classify(st, data_wait=False) or "host_stall"
+    # The stronger view sets the hold: the probe's direct measurement, or the host's named cause.
+    holds = []
     if wait is not None:
-        for_s = STRONG_WAIT_FOR_S if wait.strong else WAIT_FOR_S
-    else:
-        for_s = FOR_S if kind in NAMED else WEAK_FOR_S
+        holds.append(STRONG_WAIT_FOR_S if wait.strong else WAIT_FOR_S)
+    if seen is not None:
+        holds.append(FOR_S if kind in NAMED else WEAK_FOR_S)
+    for_s = min(holds)
     who = f"PID {proc.pid} {_quote(command(proc))}"
     gpu = f"GPU{index}"
     evidence: dict[str, float] = {}

@@ -44,6 +44,11 @@ BIT_TICKS = 2  # R5: a bit counts when seen in >= 2 consecutive ticks (0x8 also 
 # P-state flicker under load does not do. No load gate: a braked GPU cannot get busy (8 H100s in
 # power brake read SM 86 of 1980 MHz), and the clock cut says it is not a GPU at rest.
 FAR_BELOW = 0.5
+# Whether a slowdown still happens is read over the last 6 s (the minute still gives the figures):
+# the NVML source reads the time counters every 5 s slow tick, so 6 s holds two readings; with a
+# 3 s clearing time a finding closes within 10 s of the clocks recovering.
+HOLD_S = 6.0
+CLEAR_S = 3.0
 
 POWER_WINDOW_S = 300.0  # R6: a 5 min window
 POWER_MIN_S = 60.0  # judged once a minute of it is there
@@ -186,11 +191,13 @@ def _thermal(window: Sequence[Snapshot], index: int, d: DeviceSample) -> list[Co
     lowest = _lowest_margin(window, index)
     evidence = {k: v for k, v in (("temp_c", temp), ("margin_c", lowest), ("clock_mhz", clock),
                                   ("clock_max_mhz", clock_max)) if v is not None}
-    hw_thermal = _held(window, index, "hw_thermal")
-    brake = _held(window, index, "hw_power_brake")
+    now = last(window, HOLD_S)
+    hw_thermal = _held(now, index, "hw_thermal")
+    brake = _held(now, index, "hw_power_brake")
     out = []
 
-    hot = slowdown is not None and temp is not None and temp >= slowdown
+    hot_now = max(field_values(now, index, "temp_gpu"), default=None)
+    hot = slowdown is not None and hot_now is not None and hot_now >= slowdown
     if hw_thermal > 0 or hot:
         out.append(Condition(
             id="thermal.hw", severity="critical", device=index,
@@ -203,7 +210,7 @@ def _thermal(window: Sequence[Snapshot], index: int, d: DeviceSample) -> list[Co
             title=f"{gpu} HW power brake: {clocks}",
             cause=f"{gpu}'s clocks were cut by the external power brake signal.",
             fix=POWER_DELIVERY_FIX, evidence={**evidence, "hw_power_brake_s": brake}))
-    if hw_thermal == 0 and brake == 0 and _bare_slowdown(window, index):
+    if hw_thermal == 0 and brake == 0 and _bare_slowdown(now, index):
         thermal = margin is not None and margin <= MARGIN_HOT
         why = f"heat (margin {margin:.0f} °C)" if thermal else \
             "power delivery (over-current / Fast Trigger), not heat"
@@ -222,7 +229,8 @@ def _thermal(window: Sequence[Snapshot], index: int, d: DeviceSample) -> list[Co
     at_edge = margin is not None and margin <= MARGIN_HOT
     # Active at the newest tick: what one tick says at once (`_moment`) is not held back here.
     now_on = isinstance(d.throttle, tuple) and "sw_thermal" in d.throttle
-    if sw_share > SW_SHARE or at_edge:
+    still = now_on or (reason_share(now, index, "sw_thermal") or 0.0) > 0
+    if (sw_share > SW_SHARE and still) or at_edge:
         limit = number(d.temp_max_operating)
         at = f" ({limit:.0f} °C)" if limit is not None else ""
         if lowest is None:
@@ -326,6 +334,6 @@ def _capped_at(s: Snapshot, index: int) -> float | None:
 
 
 THERMAL = Diagnostic(name="thermal", check=check_thermal, window_s=WINDOW_S, for_s=0.0,
-                     clear_s=WINDOW_S)
+                     clear_s=CLEAR_S, every_s=1.0)
 POWER = Diagnostic(name="power", check=check_power, window_s=POWER_WINDOW_S, for_s=0.0,
                    clear_s=WINDOW_S)

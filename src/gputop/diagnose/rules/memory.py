@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from gputop.diagnose.engine import Condition, Diagnostic
 from gputop.diagnose.window import (
     busy_values,
+    field_values,
     column,
     command,
     device_at,
@@ -59,7 +60,11 @@ SOON_CRITICAL_S = 60.0  # ... within 1 min: critical
 SOON_FOR_S = 5.0
 SOON_CLEAR_S = 5.0  # once the growth stops the fit fails within a few samples: close soon after
 PRESSURE_SHARE = 0.95  # R7 mem.near_oom: reserved peak > 0.95 of total ...
-PRESSURE_FOR_S = 60.0  # ... for 1 min
+PRESSURE_FOR_S = 60.0  # ... for 1 min ...
+# ... while it still fills: a card held full and flat is a framework's pool (TensorFlow, JAX and
+# vLLM take 90 % and more up front; a real V100 job ran at a flat 95 % for its whole log), not a
+# coming out-of-memory error. Grown by this much over the last PRESSURE_FOR_S.
+PRESSURE_GROWTH = 256 * MiB
 
 GROWTH_FIX = ("Look for tensors kept across steps: losses or outputs accumulated without "
               ".detach() or .item(), growing lists or caches, retain_graph=True. Compare "
@@ -277,7 +282,8 @@ def check_pressure(window: Sequence[Snapshot]) -> list[Condition]:
         if d is None or not total or free is None:
             continue
         share = 1.0 - free / total
-        if share < PRESSURE_SHARE:
+        used = field_values(window, index, "mem_used")
+        if share < PRESSURE_SHARE or not used or max(used) - min(used) < PRESSURE_GROWTH:
             continue
         out.append(Condition(
             id="mem.pressure", severity="warning", device=index,
@@ -302,5 +308,5 @@ GROWTH = Diagnostic(name="mem.growth", check=check_growth, window_s=max(FIT_SPAN
                     for_s=GROWTH_FOR_S, clear_s=GROWTH_CLEAR_S)
 OOM_SOON = Diagnostic(name="mem.oom_soon", check=check_oom_soon, window_s=SOON_FIT_S,
                       for_s=SOON_FOR_S, clear_s=SOON_CLEAR_S, every_s=0.0)
-PRESSURE = Diagnostic(name="mem.pressure", check=check_pressure, window_s=0.0,
+PRESSURE = Diagnostic(name="mem.pressure", check=check_pressure, window_s=PRESSURE_FOR_S,
                       for_s=PRESSURE_FOR_S)

@@ -17,12 +17,13 @@ from collections.abc import Sequence
 from gputop.diagnose.engine import Condition, Diagnostic
 from gputop.diagnose.window import (
     busy_values,
-    field_values,
     column,
     command,
     device_at,
     devices,
+    field_values,
     gib,
+    last,
     least_squares,
     mean,
     number,
@@ -154,8 +155,8 @@ def check_growth(window: Sequence[Snapshot]) -> list[Condition]:
         procs = {p.pid: p for p in window[-1].processes_on(index)}
         by_pid = {pid: pts for pid in procs if (pts := _process_points(window, index, pid))[0]}
         if not any(number(p.gpu_mem) is not None for p in procs.values()):
-            pts = series(window, index, "mem_used")  # no per-process memory: the device's
-            by_pid = {-1: ([t for t, _ in pts], [v for _, v in pts])}
+            used = series(window, index, "mem_used")  # no per-process memory: the device's
+            by_pid = {-1: ([t for t, _ in used], [v for _, v in used])}
         free = _free(d)
         for pid, (ts, vs) in by_pid.items():
             if _soon(window, index, pid, free) is not None:
@@ -197,7 +198,7 @@ def _soon(window: Sequence[Snapshot], index: int, pid: int,
     """(slope B/s, R², growth, seconds to out of memory) of a process (pid -1: the device)
     over the last SOON_FIT_S, where steady growth fills the free memory within SOON_S (with
     the GPU computing; SOON_LOAD_S without)."""
-    recent = _tail(window, SOON_FIT_S)
+    recent = last(window, SOON_FIT_S)
     if free is None or len(recent) < SOON_MIN_POINTS:
         return None
     busy = mean(busy_values(recent, index)[1])
@@ -222,15 +223,6 @@ def _soon(window: Sequence[Snapshot], index: int, pid: int,
         return None
     eta = max(free, 0.0) / slope
     return (slope, r2, grown, eta) if eta <= limit else None
-
-
-def _tail(window: Sequence[Snapshot], seconds: float) -> Sequence[Snapshot]:
-    if not window:
-        return window
-    t0 = window[-1].time - seconds
-    if hasattr(window, "since"):
-        return window.since(t0)  # type: ignore[no-any-return]
-    return [s for s in window if s.time >= t0]
 
 
 def _whose(window: Sequence[Snapshot], index: int) -> dict[int, ProcessSample | None]:

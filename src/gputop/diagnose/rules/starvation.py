@@ -11,13 +11,19 @@ blocked on its DataLoader, over its last 50 steps and (since the probe publishes
 few. The view holds while both are above 5 %: the 50-step share gives the severity and the title,
 the recent one ends the view within seconds of the loader catching up, where the 50-step average
 would trail by up to 50 steps. Then the outside view of that process lets go too: the GPU's low
-minute is the tail of the stall the probe saw end.
+20 s are the tail of the stall the probe saw end.
 
 The probe is the stronger evidence, so where a process has both views they make one finding that
 leads with the probe's share and takes its cause from the host. Either view alone still makes the
 finding: a loop that waits while its workers idle (network storage), or a job without the probe.
 The engine tracks the two views of a process as one condition, so the finding starts when the
-first of them did and opens after the hold of the views holding now.
+first of them did and opens after the shorter hold of the views holding now.
+
+How long a view holds before it is shown follows the strength of its evidence: 5 s for the
+probe's direct measurement of half of each step or more spent waiting, 30 s for a smaller share,
+10 s for the outside view where the host names the cause, 2 min where it does not (the constants
+below say why). A GPU mostly idle with no worker and the main thread pegged is a host-bound step
+(rules/host_bound.py) unless the probe saw the loop wait on its loader.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ step fits a line poorly (R² at most 0.75 for a step mid-span), so the fit quali
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -55,6 +56,10 @@ SOON_S = 120.0  # out of memory within 2 min at this rate: warn, whatever the pr
 # the load will not stop short of in time) is named.
 SOON_LOAD_S = 30.0
 COMPUTING = 50.0  # busy % (GPM graphics activity, else NVML util) over the fit span
+# A leak grows from sample to sample; a job's first steps grow the caching allocator in a few
+# jumps (weights, optimizer state, activations) that a line can fit as well. At least 40 % of
+# the samples must rise over the one before (a jump every other 2 Hz sample still counts).
+SOON_RISING = 0.4
 SOON_CRITICAL_S = 60.0  # ... within 1 min: critical
 # Shown after 5 s more of the same (8 s of fit + 5 s: ~13 s of steady growth): loading weights at
 # disk speed usually ends before that, and one that goes on towards filling the card is news.
@@ -213,6 +218,8 @@ def _soon(window: Sequence[Snapshot], index: int, pid: int,
     if len(ts) < SOON_MIN_POINTS or ts[-1] - ts[0] < MIN_COVER * SOON_FIT_S:
         return None
     if max(vs) - min(vs) < SOON_MIN_GROWTH:
+        return None
+    if sum(b > a for a, b in itertools.pairwise(vs)) < SOON_RISING * (len(vs) - 1):
         return None
     fit = least_squares(ts, vs)
     if fit is None:

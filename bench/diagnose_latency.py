@@ -32,7 +32,8 @@ not from the rules' thresholds:
 - eval pause: 90 s of evaluation in a healthy run: forward passes at ~60 % util, the training
   loader idle (0 % CPU), the probe's step count still (its loop waits in no next()).
 - checkpoint pause: 60 s of torch.save in a healthy run: 2 s of device-to-host copies (util 100,
-  GPM 0), then the GPU idle while the main thread pickles at 100 % CPU.
+  GPM 0), then the GPU idle while the main thread pickles at 100 % CPU and the write keeps the
+  host's I/O pressure at 35 %.
 
 The problem starts at second 30 of each trace (the first for the idle, leak-from-start and
 one-moment classes); "visible" is the seconds from its start to the first tick whose open
@@ -88,6 +89,7 @@ class State:
     probe: tuple[float, float, float] | None = (0.033, 0.013, 0.013)  # step s, 50-step, recent
     stepping: bool = True  # the probe's loop steps (not during eval or a checkpoint)
     peaks: tuple[float, float] | None = None  # probe allocated / reserved peaks
+    io: float = 0.2  # PSI io some avg10, %
     proc: bool = True  # a process holds a context
     born: float = T0 - 3600.0
 
@@ -209,7 +211,7 @@ def checkpoint(t: float, rng: random.Random) -> State:
         return s
     copying = t < START + 2
     return replace(s, util=100.0 if copying else 0.0, gr=0.0, clock=1980, bits=(), power=120.0,
-                   worker_cpu=0.0, stepping=False)
+                   worker_cpu=0.0, stepping=False, io=35.0)
 
 
 TRACES = [
@@ -284,7 +286,7 @@ def _snap(t: float, st: State, counters: dict[str, float], steps: int) -> Snapsh
             children=tuple(ChildProcess(9000 + k, "pt_data_worker", st.worker_cpu, 2 * GIB)
                            for k in range(st.workers))),)
     host = HostSample(cpu_count=104, cpu_percent=25.0, cpu_percent_per_core=(25.0,) * 104,
-                      iowait_percent=0.3, psi_io_some=0.2)
+                      iowait_percent=0.3, psi_io_some=st.io)
     base = _node(1, time=now, processes=False)
     return replace(base, devices=(dev,), processes=procs, host=host)
 

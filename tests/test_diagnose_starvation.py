@@ -342,3 +342,18 @@ def test_a_probed_process_on_two_gpus_is_judged_once_on_its_home_gpu() -> None:
 
     conds = starvation.check([ranks(t) for t in range(90)])
     assert [(c.device, c.pid) for c in conds] == [(1, 4242)]
+
+
+def test_a_checkpoint_that_writes_to_disk_is_not_a_loader_waiting_on_reads() -> None:
+    # 60 s of torch.save: 2 s of device-to-host copies, then the GPU idle while the write keeps
+    # the host's I/O pressure at 35 % and the loader's workers idle.
+    io = HostSample(cpu_count=104, cpu_percent=10.0, cpu_percent_per_core=(10.0,) * 104,
+                    iowait_percent=20.0, psi_io_some=35.0)
+    snaps = []
+    for t in range(300):
+        if 120 <= t < 180:
+            util = 100.0 if t < 122 else 0.0
+            snaps.append(tick(t, busy=0.0, util=util, worker_cpu=0.0, host=io))
+        else:
+            snaps.append(tick(t, busy=97.0))
+    assert Engine([starvation.STARVATION]).run(snaps) == []

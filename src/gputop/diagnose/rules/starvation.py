@@ -20,7 +20,7 @@ The engine tracks the two views of a process as one condition, so the finding st
 first of them did and opens after the shorter hold of the views holding now.
 
 How long a view holds before it is shown follows the strength of its evidence: 5 s for the
-probe's direct measurement of half of each step or more spent waiting, 30 s for a smaller share,
+probe's direct measurement of half of each step or more spent waiting, 1 min for a smaller share,
 10 s for the outside view where the host names the cause, 2 min where it does not (the constants
 below say why). A GPU mostly idle with no worker and the main thread pegged is a host-bound step
 (rules/host_bound.py) unless the probe saw the loop wait on its loader.
@@ -76,8 +76,10 @@ CLEAR_S = 3.0
 CRITICAL_WINDOW_S = 300.0  # R1: critical if busy < 30 % for 5 min
 LOW_BUSY = 70.0  # R1: mean(busy) < 70 %
 CRITICAL_BUSY = 30.0
-# The GPU runs steps between the waits: NVML util (copies included) averages >= 5 %. A
-# checkpoint pause or the start-up (loading weights, compiling) leaves it at 0, and is no stall.
+# The GPU runs steps between the waits: NVML util (copies included) averages >= 5 % over the
+# window, and is above 0 at some sample of the last RECENT_S. A checkpoint pause or the start-up
+# (loading weights, compiling) leaves it at 0, but for the copies that start a checkpoint: a
+# burst the 20 s mean keeps, while the host's I/O pressure from the write would name a cause.
 WORKING_UTIL = 5.0
 MIN_GPU_MEM = 1 << 30  # R1 applies to a process holding >= 1 GiB ...
 # ... past its first 10 s: R1's 60 s kept start-up out, which WORKING_UTIL now does, and a run
@@ -100,9 +102,10 @@ COMM_LINK_SHARE = 0.5
 
 # R2, the probe's share of step time blocked in next() on the DataLoader. A direct measurement:
 # at >= 50 % over the probe's recent share (>= 5 steps and >= 5 s by its construction) it is
-# shown after 5 s, within 10 s of the probe's first such reading; a smaller share is held 30 s,
-# since a few slow batches (a shard boundary, a cold cache) raise it for a moment.
-WAIT_FOR_S = 30.0
+# shown after 5 s, within 10 s of the probe's first such reading; a smaller share keeps R2's
+# minute, since a few slow batches (a shard boundary, a cold cache, an epoch's new workers) raise
+# it for a while in healthy runs too.
+WAIT_FOR_S = 60.0
 STRONG_WAIT = 0.50
 STRONG_WAIT_FOR_S = 5.0
 STRONG_MIN_STEPS = 5
@@ -197,7 +200,9 @@ def _outside(window: Sequence[Snapshot]) -> dict[tuple[int, int], _Outside]:
         latest = mean(busy_values(last(recent, RECENT_S), index)[1])
         if latest is not None and latest >= RECOVERED_BUSY:
             continue  # caught up: the 20 s mean still holds the stall's tail
-        if (mean(field_values(recent, index, "util_gpu")) or 0.0) < WORKING_UTIL:
+        if ((mean(field_values(recent, index, "util_gpu")) or 0.0) < WORKING_UTIL
+                or not any(v > 0 for v in field_values(last(recent, RECENT_S), index,
+                                                       "util_gpu"))):
             continue  # no steps at all: a pause or start-up, not a stall between steps
         history = _main_process(window, index)
         if history is None:

@@ -67,6 +67,9 @@ def test_hw_slowdown_and_hw_thermal_need_the_clocks_cut(tmp_path, capsys) -> Non
         ("hw.slowdown", "critical")]
     hot = dict(clocks_throttle_reason_hw_thermal_slowdown="Active", sm_clock="300 MHz")
     assert verdicts(report(tmp_path, capsys, edit(T4, **hot))) == [("thermal.hw", "critical")]
+    # Leaving rest, the bit may flicker with the clock still low (NVML header): no cut.
+    waking = edit(T4, **slow, clocks_throttle_reason_gpu_idle="Active", sm_clock="300 MHz")
+    assert verdicts(report(tmp_path, capsys, waking)) == []
 
 
 def test_sw_thermal_slowdown_is_a_warning(tmp_path, capsys) -> None:

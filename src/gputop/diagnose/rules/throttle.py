@@ -87,7 +87,11 @@ def _moment(d: DeviceSample) -> list[Condition]:
     clock, clock_max = number(d.clock_sm), number(d.clock_sm_max)
     gpu = f"GPU{d.index}"
     out = []
-    if clock is not None and clock_max and clock <= FAR_BELOW * clock_max:
+    # A GPU at rest (`gpu_idle`: no context) has low clocks of its own accord, and the NVML header
+    # warns the HW slowdown bit "may be also reported during PState or clock change", which is
+    # when it leaves that rest: its low clock is no cut.
+    resting = "gpu_idle" in bits
+    if not resting and clock is not None and clock_max and clock <= FAR_BELOW * clock_max:
         clocks = f"SM clock {clock:.0f} of {clock_max:.0f} MHz"
         evidence = {"clock_mhz": clock, "clock_max_mhz": clock_max}
         temp = number(d.temp_gpu)

@@ -87,10 +87,11 @@ def check(window: Sequence[Snapshot]) -> list[Condition]:
         nvml = mean(util) or 0.0
         copying = metric == "gr_active" and nvml - busy >= COPIES
         if copying:
+            short = f"GPU copying (util {nvml:.0f} %, engine {busy:.0f} %)"
             what = (f"its time on the GPU is copies: NVML util {nvml:.0f} %, graphics engine "
                     f"{busy:.0f} %")
         else:
-            what = f"GPU busy {busy:.0f} %"
+            short = what = f"GPU busy {busy:.0f} %"
         probe = proc.probe
         measured = probe is not None and probe.steps > 0
         tail = (" The probe sees no wait on the DataLoader: the step itself is host-bound."
@@ -102,7 +103,7 @@ def check(window: Sequence[Snapshot]) -> list[Condition]:
             evidence["step_time_s"] = probe.step_time_s
         out.append(Condition(
             id=ID, severity="warning", device=index, pid=proc.pid,
-            title=f"{gpu} waits on the host: {who}'s main thread at {cpu:.0f} % CPU, {what}",
+            title=f"{gpu} waits on the host: {who} main thread at {cpu:.0f} % CPU, {short}",
             cause=f"{gpu}: {what} over the last {WINDOW_S:.0f} s while {who}'s main thread runs "
                   f"at {cpu:.0f} % of a core: the GPU waits for the host to issue work (pageable "
                   "copies, .item()/sync, Python overhead)." + tail,

@@ -17,11 +17,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from gputop.poller import Poller
+from gputop.feeds.playback import demo_path
 from gputop.recording import RecordingWriter, read_recording
-from gputop.replay import demo_path
+from gputop.report.summary import SummaryKeeper
 from gputop.sources.host import HostSource
 from gputop.sources.nvml import NvmlSource
+from gputop.sources.poller import Poller
 from gputop.testing.fake_nvml import FakeNvml
 
 
@@ -55,9 +56,9 @@ def as_polled(snaps: list, polled: list) -> list:
 ONCE = """
 import sys
 from gputop.recording import read_recording
-from gputop.replay import demo_path
+from gputop.feeds.playback import demo_path
 from gputop.testing.fake_nvml import FakeNvml
-from gputop.cli import main
+from gputop.commands.main import main
 from gputop.testing.synthetic import node
 with FakeNvml([node(8, links=18)]):
     sys.exit(main(["--once"]))
@@ -79,7 +80,7 @@ def record_size(snaps: list, summary: bool = True) -> tuple[float, int, float]:
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "bench.gputop"
         start = time.process_time()
-        with RecordingWriter(path, summary=summary) as w:
+        with RecordingWriter(path, summarizer=SummaryKeeper() if summary else None) as w:
             for s in snaps:
                 w.write(s)
         write_ms = (time.process_time() - start) / len(snaps) * 1e3

@@ -25,11 +25,11 @@ import psutil
 
 from gputop.diagnose import default_engine
 from gputop.export.prometheus import ExportState, exposition, families
-from gputop.poller import Poller
+from gputop.feeds.playback import RecordingFeed, demo_path
 from gputop.recording import read_recording
-from gputop.replay import RecordingFeed, demo_path
 from gputop.sources.host import HostSource
 from gputop.sources.nvml import NvmlSource
+from gputop.sources.poller import Poller
 from gputop.testing.fake_nvml import FakeNvml
 
 SCRAPE_INTERVAL = 15.0

@@ -29,9 +29,10 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from gputop.feeds.playback import demo_path
 from gputop.model import DeviceSample, Missing, Snapshot
 from gputop.recording import RecordingWriter, read_recording, summary_place
-from gputop.replay import demo_path
+from gputop.report.summary import SummaryKeeper
 
 
 def counters(demo: list[Snapshot]) -> dict[int, tuple[float, dict[str, float]]]:
@@ -93,7 +94,8 @@ def day(demo: list[Snapshot], ticks: int, seed: int = 7) -> Iterator[Snapshot]:
 
 def write(path: Path, demo: list[Snapshot], ticks: int) -> float:
     start = time.perf_counter()
-    with RecordingWriter(path, meta={"synthetic": True, "bench": "postmortem"}) as w:
+    with RecordingWriter(path, meta={"synthetic": True, "bench": "postmortem"},
+                         summarizer=SummaryKeeper()) as w:
         for s in day(demo, ticks):
             w.write(s)
     return time.perf_counter() - start
@@ -118,7 +120,7 @@ def without_summary(path: Path, out: Path) -> None:
 # unlike ru_maxrss, which keeps the high-water mark of the forked bench before it.
 CHILD = """
 import sys
-from gputop.cli import main
+from gputop.commands.main import main
 try:
     rc = main(sys.argv[1:])
 finally:

@@ -30,10 +30,12 @@ import zlib
 from pathlib import Path
 
 from gputop.diagnose import default_engine
+from gputop.feeds.playback import demo_path
 from gputop.recording import COMPRESSION_LEVEL
-from gputop.replay import demo_path
-from gputop.replay_control import FindingsTimeline, ReplayFeed, parse_seek
-from gputop.series_index import SeriesIndex
+from gputop.recording.series_index import SeriesIndex
+from gputop.replay.control import ReplayFeed
+from gputop.replay.seek import parse_seek
+from gputop.replay.timeline import FindingsTimeline
 
 _TIME = re.compile(rb'"time":(-?[0-9][0-9.eE+-]*)')
 

@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def default_recording() -> Path:
-    from gputop.replay import demo_path
+    from gputop.feeds.playback import demo_path
 
     return demo_path()
 
@@ -65,8 +65,8 @@ def floor_app(interval: float) -> Any:
 
 def child(args: argparse.Namespace) -> None:
     """The app under test, fed by the recording at `args.interval`."""
+    from gputop.feeds.playback import RecordingFeed
     from gputop.recording import read_recording
-    from gputop.replay import RecordingFeed
     from gputop.ui.app import GputopApp
 
     if args.floor:
@@ -79,7 +79,7 @@ def child(args: argparse.Namespace) -> None:
     feed: Any = RecordingFeed(read_recording(args.recording).snapshots)
     feed.skip(args.skip)
     if args.diagnose:
-        from gputop.cli import with_diagnostics
+        from gputop.feeds.diagnosed import with_diagnostics
 
         feed = with_diagnostics(feed)
     app = GputopApp(feed, interval=args.interval, mouse=False, title_suffix=" (bench)")

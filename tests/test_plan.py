@@ -11,7 +11,8 @@ import json
 
 import pytest
 
-from gputop.plan import GB, GIB, estimate_for, infer_shape, local_gpus, main, parse_params
+from gputop.commands.plan import estimate_for, local_gpus, main
+from gputop.plan import GB, GIB, infer_shape, parse_params
 from gputop.testing.fake_nvml import FakeNvml
 from gputop.testing.synthetic import node
 

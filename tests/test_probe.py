@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 import gputop.probe as gp
-import gputop.probe_reader as pr
+import gputop.sources.probe_files as pr
 from gputop.probe import Probe, batch_size_of
-from gputop.probe_reader import ProbeSample, parse_payload, read_probes
+from gputop.sources.probe_files import ProbeSample, parse_payload, read_probes
 
 GIB = 1 << 30
 
@@ -92,7 +92,7 @@ class FakeCuda:
 
 
 def test_importing_the_probe_pulls_in_neither_torch_nor_textual() -> None:
-    code = ("import sys, gputop.probe, gputop.probe_reader\n"
+    code = ("import sys, gputop.probe, gputop.sources.probe_files\n"
             "print([m for m in sys.modules if m.split('.')[0] in ('torch', 'textual')])")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stdout.strip() == "[]"

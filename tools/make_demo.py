@@ -76,6 +76,7 @@ from gputop.model import (
 )
 from gputop.probe import recent_wait_frac
 from gputop.recording import RecordingWriter, summary_place
+from gputop.report.summary import SummaryKeeper
 
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "src/gputop/data/demo-8xh100.jsonl.gz"
 META = {"synthetic": True, "node": "8x H100 80GB HBM3 (synthetic demo)",
@@ -785,7 +786,7 @@ def write_demo(out: Path, seed: int = SEED) -> int:
     tmp = out.with_name(out.name + ".tmp")
     tmp.unlink(missing_ok=True)
     node = DemoNode(seed)
-    with RecordingWriter(tmp, meta=META) as w:
+    with RecordingWriter(tmp, meta=META, summarizer=SummaryKeeper()) as w:
         for t in range(TICKS):
             w.write(node.snapshot(t))
     os.replace(tmp, out)

@@ -89,7 +89,7 @@ def findings_at(snapshots: list, tick: int) -> list:  # type: ignore[type-arg]
 
 
 async def render(shot: Shot, snapshots: list) -> str:  # type: ignore[type-arg]
-    from gputop.ui import GputopApp
+    from gputop.ui.app import GputopApp
 
     played = snapshots[max(0, shot.tick - shot.history):shot.tick + 1]
     now = played[-1].time + 0.4
@@ -107,8 +107,8 @@ async def render(shot: Shot, snapshots: list) -> str:  # type: ignore[type-arg]
 def main(argv: Sequence[str]) -> int:
     import cairosvg
 
+    from gputop.feeds.playback import demo_path
     from gputop.recording import read_recording
-    from gputop.replay import demo_path
 
     os.environ["TZ"] = "UTC"  # the clock on screen does not depend on where this runs
     time.tzset()

@@ -1,3 +1,3 @@
-from gputop.cli import main
+from gputop.commands.main import main
 
 raise SystemExit(main())

@@ -3,9 +3,10 @@ Snapshots, run by an engine that turns what they see into Findings with a start 
 
 from __future__ import annotations
 
-from gputop.diagnose.engine import SEVERITIES, Condition, Diagnostic, Engine, Finding
+from gputop.diagnose.engine import Engine
 from gputop.diagnose.plugins import GROUP, load_plugins
 from gputop.diagnose.rules import BUILTIN
+from gputop.diagnose.types import SEVERITIES, Condition, Diagnostic, Finding
 
 
 def default_engine(*, plugins: bool = True) -> Engine:

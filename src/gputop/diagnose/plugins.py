@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib.metadata
 from collections.abc import Iterable
 
-from gputop.diagnose.engine import Diagnostic
+from gputop.diagnose.types import Diagnostic
 
 GROUP = "gputop.diagnostics"
 

@@ -17,11 +17,11 @@ from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
-from gputop.diagnose.engine import SEVERITIES, Finding
+from gputop.diagnose.types import SEVERITIES, Finding
 from gputop.model import THROTTLE, DeviceSample, LinkSample, Missing, ProcessSample, Snapshot
+from gputop.model.reasons import REASON_BITS
+from gputop.model.xid import message as xid_message
 from gputop.safetext import printable
-from gputop.sources.nvml import REASON_BITS
-from gputop.xid import message as xid_message
 
 MIB = 1 << 20
 COMMAND_MAX = 64  # characters of a process name kept in the `command` label

@@ -46,7 +46,7 @@ from gputop.model import (
     SystemInfo,
     mark_all,
 )
-from gputop.sources.nvml import REASON_BITS
+from gputop.model.reasons import REASON_BITS
 
 # Units as nvidia-smi prints them -> factor to gputop's units. "" is a bare number (`nounits`, or
 # a field printed without a unit), which is in nvidia-smi's unit for that field.

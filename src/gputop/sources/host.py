@@ -39,7 +39,7 @@ from gputop.model import (
     ProcessSample,
     Val,
 )
-from gputop.probe_reader import ProbeSample, probe_dirs, read_probes
+from gputop.sources.probe_files import ProbeSample, probe_dirs, read_probes
 
 T = TypeVar("T")
 

@@ -40,20 +40,9 @@ from gputop.model import (
     XidEvent,
     mark_all,
 )
+from gputop.model.reasons import REASON_BITS
 from gputop.sources.base import GpuTick, SourceInfo
 
-# NVML clock-event reason bits (nvml.h, nvmlClocksEventReasons).
-REASON_BITS = {
-    0x001: "gpu_idle",
-    0x002: "app_clocks",
-    0x004: "sw_power_cap",
-    0x008: "hw_slowdown",
-    0x010: "sync_boost",
-    0x020: "sw_thermal",
-    0x040: "hw_thermal",
-    0x080: "hw_power_brake",
-    0x100: "display_clocks",
-}
 # Cumulative nanosecond counters per reason (field values 74, 76, 269-271).
 REASON_COUNTERS = {
     "sw_power_cap": 74,

@@ -10,18 +10,17 @@ import asyncio
 import os
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from textual.app import App
 from textual.binding import Binding
 from textual.widgets import Input
 
+from gputop.feeds import Feed
 from gputop.model import DeviceSample, ProcessSample, Snapshot
-from gputop.ui import terminal_update
-from gputop.ui.history import GpuHistory
-from gputop.ui.keys import APP_KEYS, REPLAY_KEYS, Key
-from gputop.ui.kill import KillPolicy, Terminator
+from gputop.ui import textual_private
+from gputop.ui.messages import DetailRequested, KillRequested, Say, TopologyRequested
 from gputop.ui.screens.dashboard import APP_ACTIONS, DashboardScreen
 from gputop.ui.screens.detail import DetailScreen
 from gputop.ui.screens.help import HelpScreen
@@ -29,14 +28,13 @@ from gputop.ui.screens.kill import KillScreen
 from gputop.ui.screens.replay import ReplayDashboardScreen, SeekScreen
 from gputop.ui.screens.topology import TopologyScreen
 from gputop.ui.text import sanitize
+from gputop.ui.view.history import GpuHistory
+from gputop.ui.view.keys import APP_KEYS, REPLAY_KEYS, Key
+from gputop.ui.view.kill import KillPolicy, Terminator
 from gputop.ui.widgets.status_header import ENDED, FAILED
 
 if TYPE_CHECKING:
-    from gputop.replay_control import HistoryEdit, ReplayFeed
-
-
-class Feed(Protocol):
-    def stream(self, interval: float) -> AsyncIterator[Snapshot]: ...
+    from gputop.replay.control import HistoryEdit, ReplayFeed
 
 
 OUTCOMES = {
@@ -74,7 +72,7 @@ class GputopApp(App[None]):
         # ansi_color must be known at construction: it picks the NO_COLOR filter that keeps the
         # terminal's own 16 colours (instead of a greyscale conversion of RGB).
         super().__init__(ansi_color=True if ansi else None)
-        terminal_update.install()  # a repaint sends the cells that changed, not whole lines
+        textual_private.install()  # a repaint sends the cells that changed, not whole lines
         if ansi:
             self.theme = "ansi-dark"
         if "TEXTUAL_ANIMATIONS" not in os.environ:
@@ -183,6 +181,20 @@ class GputopApp(App[None]):
         text = sanitize(message, 400)
         self.messages.append(text)
         self.notify(text, severity=severity, markup=False)  # type: ignore[arg-type]
+
+    # -- what the screens ask -------------------------------------------------------------------
+
+    def on_say(self, message: Say) -> None:
+        self.say(message.text, message.severity)
+
+    def on_kill_requested(self, message: KillRequested) -> None:
+        self.request_kill(message.proc)
+
+    def on_detail_requested(self, message: DetailRequested) -> None:
+        self.open_detail(message.index)
+
+    def on_topology_requested(self, message: TopologyRequested) -> None:
+        self.open_topology()
 
     # -- views ----------------------------------------------------------------------------------
 

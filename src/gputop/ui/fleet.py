@@ -25,10 +25,10 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from gputop.fleet.model import DOWN, GONE, STALE, FleetView, Gpu, Node, NodeKey
-from gputop.ui import format as fmt
-from gputop.ui import styles
-from gputop.ui.status import CROSS, THROTTLE_BADGES
 from gputop.ui.text import safe_content, sanitize
+from gputop.ui.view import format as fmt
+from gputop.ui.view import styles
+from gputop.ui.view.status import CROSS, THROTTLE_BADGES
 from gputop.ui.widgets.findings_panel import FindingsPanel
 
 

@@ -1,4 +1,5 @@
-"""The memory split (gputop.memory_split) drawn: a bar of four segments and its legend in words.
+"""The memory split (gputop.model.memory_split) drawn: a bar of four segments and its legend in
+words.
 
     ▕████████▓▓▓░▒ ▏   █ alloc 47.2  ▓ cache 15.1  ░ ctx+nccl 1.9 GiB
 
@@ -11,11 +12,12 @@ from collections.abc import Sequence
 
 from textual.content import Content
 
-from gputop.memory_split import MemorySplit, ProcessMemory
 from gputop.model import DeviceSample
-from gputop.ui import bars, styles
-from gputop.ui import format as fmt
-from gputop.ui.status import fraction
+from gputop.model.memory_split import MemorySplit, ProcessMemory
+from gputop.ui import bars
+from gputop.ui.view import format as fmt
+from gputop.ui.view import styles
+from gputop.ui.view.status import fraction
 
 ALLOC, CACHE, NON_PYTORCH, OTHER = "█", "▓", "░", "▞"
 GLYPHS = (ALLOC, CACHE, NON_PYTORCH, OTHER)

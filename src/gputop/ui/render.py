@@ -3,7 +3,7 @@ theme variables resolved, and the cells of a line that changed since it was last
 
 Repainting only the changed cells matters over SSH: a card line that went from 97 % to 98 %
 sends a few cells, not the whole line with an escape sequence for every style run (with
-terminal_update, which makes Textual send a region from its start)."""
+textual_private, which makes Textual send a region from its start)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from textual.strip import Strip
 from textual.style import Style
 from textual.widget import Widget
 
-from gputop.ui import terminal_update
+from gputop.ui import textual_private
 
 # Rich styles by theme and base style, then by style text: a line resolves each of its spans
 # with one lookup by a short string.
@@ -134,7 +134,7 @@ def changed_spans(old: Strip | None, new: Strip) -> list[tuple[int, int]]:
 
 
 def _add(runs: list[tuple[int, int]], start: int, end: int) -> None:
-    if runs and (start - runs[-1][1] < MERGE_GAP or not terminal_update.installed()):
+    if runs and (start - runs[-1][1] < MERGE_GAP or not textual_private.installed()):
         runs[-1] = (runs[-1][0], end)
     else:
         runs.append((start, end))

@@ -3,7 +3,6 @@ the notes they come from (docs: gpu-telemetry-and-diagnostics §8)."""
 
 from __future__ import annotations
 
-from gputop.diagnose.engine import Diagnostic
 from gputop.diagnose.rules.copy_bound import COPY_BOUND
 from gputop.diagnose.rules.health import LOST, MEMORY_ERRORS, NVLINK, PCIE, XID
 from gputop.diagnose.rules.host_bound import HOST_BOUND
@@ -12,6 +11,7 @@ from gputop.diagnose.rules.probe import FRAGMENTATION, HEADROOM
 from gputop.diagnose.rules.starvation import STARVATION
 from gputop.diagnose.rules.straggler import STRAGGLER
 from gputop.diagnose.rules.throttle import POWER, THERMAL
+from gputop.diagnose.types import Diagnostic
 
 BUILTIN: tuple[Diagnostic, ...] = (
     LOST, MEMORY_ERRORS, PCIE, NVLINK, THERMAL, POWER, STARVATION, HOST_BOUND, COPY_BOUND,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gputop.diagnose.engine import Condition, Diagnostic
+from gputop.diagnose.types import Condition, Diagnostic
 from gputop.diagnose.window import covers, devices, field_values, last, mean
 from gputop.model import Snapshot
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gputop.diagnose.engine import SEVERITIES, Condition, Diagnostic
+from gputop.diagnose.types import SEVERITIES, Condition, Diagnostic
 from gputop.diagnose.window import (
     column,
     device_at,
@@ -21,7 +21,7 @@ from gputop.diagnose.window import (
     series,
 )
 from gputop.model import DeviceSample, LinkSample, Missing, Snapshot
-from gputop.xid import lookup
+from gputop.model.xid import lookup
 
 COUNTER_WINDOW_S = 300.0  # error counters are compared over 5 min, so a slow trickle stays open
 LOAD_WINDOW_S = 60.0
@@ -63,7 +63,7 @@ def _lost(d: DeviceSample) -> bool:
 
 def check_xid(window: Sequence[Snapshot]) -> list[Condition]:
     """The Xids a GPU reported in the last XID_QUIET_S, named by the worst of them (severity from
-    NVIDIA's Xid catalog, gputop.xid). A lost GPU keeps its Xids: Xid 79 is why it is lost."""
+    NVIDIA's Xid catalog, gputop.model.xid). A lost GPU keeps its Xids: Xid 79 is why it is lost."""
     if not window:
         return []
     now = window[-1].time

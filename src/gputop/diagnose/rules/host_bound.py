@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gputop.diagnose.engine import Condition, Diagnostic
+from gputop.diagnose.types import Condition, Diagnostic
 from gputop.diagnose.window import (
     busy_values,
     column,

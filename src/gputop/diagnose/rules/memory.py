@@ -15,7 +15,7 @@ import itertools
 import math
 from collections.abc import Sequence
 
-from gputop.diagnose.engine import Condition, Diagnostic
+from gputop.diagnose.types import Condition, Diagnostic
 from gputop.diagnose.window import (
     busy_values,
     column,

@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gputop.diagnose.engine import Condition, Diagnostic
+from gputop.diagnose.types import Condition, Diagnostic
 from gputop.diagnose.window import (
     busy_values,
     column,
@@ -28,8 +28,8 @@ from gputop.diagnose.window import (
     median,
     number,
 )
-from gputop.memory_split import home_processes
 from gputop.model import ProbeStats, ProcessSample, Snapshot
+from gputop.model.memory_split import home_processes
 
 GiB = 1 << 30
 

@@ -32,8 +32,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
-from gputop.diagnose.engine import SEVERITIES, Condition, Diagnostic
 from gputop.diagnose.rules.host_bound import IDLE_BUSY as HOST_BOUND_BUSY
+from gputop.diagnose.types import SEVERITIES, Condition, Diagnostic
 from gputop.diagnose.window import (
     busy_values,
     column,
@@ -51,8 +51,8 @@ from gputop.diagnose.window import (
     series,
     times,
 )
-from gputop.memory_split import home_processes
 from gputop.model import ProcessSample, Snapshot
+from gputop.model.memory_split import home_processes
 
 ID = "loader.starvation"
 # The strength of the evidence sets the hold (how long a view must hold before it is shown).

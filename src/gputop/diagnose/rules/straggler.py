@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from gputop.diagnose.engine import Condition, Diagnostic
+from gputop.diagnose.types import Condition, Diagnostic
 from gputop.diagnose.window import (
     busy_values,
     device_at,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -18,20 +18,18 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input
 
 from gputop.model import Snapshot
-from gputop.ui import styles
-from gputop.ui.history import GpuHistory
-from gputop.ui.keys import APP_KEYS
-from gputop.ui.process_rows import COLUMN_KEYS, COLUMNS, Row, build_rows
+from gputop.ui.messages import DetailRequested, KillRequested, Say, TopologyRequested
 from gputop.ui.text import safe_content
+from gputop.ui.view import styles
+from gputop.ui.view.history import GpuHistory
+from gputop.ui.view.keys import APP_KEYS
+from gputop.ui.view.process_rows import COLUMN_KEYS, COLUMNS, Row, build_rows
 from gputop.ui.widgets.findings_panel import FindingsPanel
 from gputop.ui.widgets.gpu_panel import CARDS, COMPACT, GpuPanel, card_columns, card_height
 from gputop.ui.widgets.process_table import ProcessTable
 from gputop.ui.widgets.status_header import StatusHeader
 from gputop.ui.widgets.text_line import TextLine
 from gputop.ui.widgets.warning_bar import WarningBar
-
-if TYPE_CHECKING:
-    from gputop.ui.app import GputopApp
 
 APP_ACTIONS = {"quit", "help"}
 # Columns where the biggest value is the interesting one sort high-to-low first.
@@ -103,10 +101,6 @@ class DashboardScreen(Screen[None]):
     def on_mount(self) -> None:
         self.table.focus()
         self._show_proc_status([])
-
-    @property
-    def gputop(self) -> GputopApp:
-        return cast("GputopApp", self.app)
 
     # -- data -----------------------------------------------------------------------------------
 
@@ -184,7 +178,7 @@ class DashboardScreen(Screen[None]):
     def action_layout(self) -> None:
         self.layout_override = LAYOUTS[(LAYOUTS.index(self.layout_override) + 1) % len(LAYOUTS)]
         self._apply_layout()
-        self.gputop.say(f"layout: {self.layout_override or 'auto'}")
+        self.post_message(Say(f"layout: {self.layout_override or 'auto'}"))
 
     # -- processes ------------------------------------------------------------------------------
 
@@ -218,7 +212,7 @@ class DashboardScreen(Screen[None]):
         elif row.proc.children:
             self.expanded.add(key)
         else:
-            self.gputop.say(f"PID {row.proc.pid} has no worker processes")
+            self.post_message(Say(f"PID {row.proc.pid} has no worker processes"))
             return
         self.refresh_table()
 
@@ -251,13 +245,13 @@ class DashboardScreen(Screen[None]):
     def action_kill(self) -> None:
         row = self.table.selected_row
         if row is None:
-            self.gputop.say("no process selected", "warning")
+            self.post_message(Say("no process selected", "warning"))
             return
         if row.child is not None:
-            self.gputop.say("select the GPU process itself to kill it (this row is one of its "
-                         "workers)", "warning")
+            self.post_message(Say("select the GPU process itself to kill it (this row is one of "
+                                  "its workers)", "warning"))
             return
-        self.gputop.request_kill(row.proc)
+        self.post_message(KillRequested(row.proc))
 
     # -- GPUs -----------------------------------------------------------------------------------
 
@@ -269,10 +263,10 @@ class DashboardScreen(Screen[None]):
     def action_detail(self) -> None:
         index = self.selected_gpu()
         if index is not None:
-            self.gputop.open_detail(index)
+            self.post_message(DetailRequested(index))
 
     def on_gpu_panel_opened(self, event: GpuPanel.Opened) -> None:
-        self.gputop.open_detail(event.index)
+        self.post_message(DetailRequested(event.index))
 
     def action_topology(self) -> None:
-        self.gputop.open_topology()
+        self.post_message(TopologyRequested())

@@ -13,16 +13,17 @@ from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from gputop.memory_split import memory_split
 from gputop.model import THROTTLE, DeviceSample, Missing, Snapshot, value
-from gputop.ui import format as fmt
-from gputop.ui import memory, styles
-from gputop.ui.history import GpuHistory
-from gputop.ui.status import CROSS, THROTTLE_BADGES, badges
+from gputop.model.memory_split import memory_split
+from gputop.model.xid import lookup as xid_lookup
+from gputop.ui import memory
 from gputop.ui.text import safe_content
+from gputop.ui.view import format as fmt
+from gputop.ui.view import styles
+from gputop.ui.view.history import GpuHistory
+from gputop.ui.view.status import CROSS, THROTTLE_BADGES, badges
 from gputop.ui.widgets.history_graph import HistoryGraph
 from gputop.ui.widgets.text_line import TextLine
-from gputop.xid import lookup as xid_lookup
 
 Fmt = Callable[[Any], str]
 

@@ -9,8 +9,8 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from gputop.ui import styles
-from gputop.ui.keys import APP_KEYS, LEGEND, OTHER_KEYS, REPLAY_KEYS
+from gputop.ui.view import styles
+from gputop.ui.view.keys import APP_KEYS, LEGEND, OTHER_KEYS, REPLAY_KEYS
 
 
 def help_content(replay: bool = False) -> Content:

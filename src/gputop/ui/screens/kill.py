@@ -10,9 +10,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from gputop.model import ProcessSample
-from gputop.ui import format as fmt
-from gputop.ui import styles
 from gputop.ui.text import safe_content
+from gputop.ui.view import format as fmt
+from gputop.ui.view import styles
 
 
 def prompt(proc: ProcessSample, grace: float) -> Content:

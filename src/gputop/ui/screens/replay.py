@@ -10,10 +10,11 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
-from gputop.replay_control import ReplayControl, SeekError, parse_seek
-from gputop.ui import styles
-from gputop.ui.keys import APP_KEYS
+from gputop.replay.control import ReplayControl
+from gputop.replay.seek import SeekError, parse_seek
 from gputop.ui.screens.dashboard import APP_ACTIONS, DashboardScreen
+from gputop.ui.view import styles
+from gputop.ui.view.keys import APP_KEYS
 
 
 class ReplayDashboardScreen(DashboardScreen):

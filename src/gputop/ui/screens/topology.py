@@ -15,10 +15,10 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from gputop.model import LinkSample, Missing, Snapshot, Topology
-from gputop.ui import format as fmt
-from gputop.ui import styles
-from gputop.ui.status import CROSS
 from gputop.ui.text import safe_content, safe_text
+from gputop.ui.view import format as fmt
+from gputop.ui.view import styles
+from gputop.ui.view.status import CROSS
 
 # Path kinds from fastest to slowest; the style is a hint, the letters are the information.
 PATH_STYLES = {

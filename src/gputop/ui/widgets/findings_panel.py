@@ -12,10 +12,10 @@ from typing import Any
 from textual.content import Content
 from textual.widgets import Static
 
-from gputop.ui import styles
-from gputop.ui.format import clock_time
-from gputop.ui.status import CROSS
 from gputop.ui.text import safe_content
+from gputop.ui.view import styles
+from gputop.ui.view.format import clock_time
+from gputop.ui.view.status import CROSS
 
 _GLYPHS = {"critical": CROSS, "warning": "▲", "info": "●"}
 _RANK = {"critical": 0, "warning": 1, "info": 2}

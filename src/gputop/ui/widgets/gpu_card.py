@@ -33,14 +33,15 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
-from gputop.memory_split import MemorySplit
 from gputop.model import DeviceSample, Missing, value
-from gputop.ui import bars, memory, styles
-from gputop.ui import format as fmt
-from gputop.ui.history import GpuHistory
+from gputop.model.memory_split import MemorySplit
+from gputop.ui import bars, memory
 from gputop.ui.render import border_label_spans, changed_spans, content_strip
-from gputop.ui.status import CROSS, Badge, badges, fraction, pcie_downtrained
 from gputop.ui.text import safe_content
+from gputop.ui.view import format as fmt
+from gputop.ui.view import styles
+from gputop.ui.view.history import GpuHistory
+from gputop.ui.view.status import CROSS, Badge, badges, fraction, pcie_downtrained
 from gputop.ui.widgets.gpu_row import temp_style
 from gputop.ui.widgets.history_graph import GAP, gap_runs, graph_line
 from gputop.ui.widgets.text_line import same

@@ -16,10 +16,11 @@ from textual.content import Content
 from textual.message import Message
 from textual.widget import Widget
 
-from gputop.memory_split import MemorySplit, memory_splits
 from gputop.model import Snapshot
-from gputop.ui import memory, styles
-from gputop.ui.history import GpuHistory
+from gputop.model.memory_split import MemorySplit, memory_splits
+from gputop.ui import memory
+from gputop.ui.view import styles
+from gputop.ui.view.history import GpuHistory
 from gputop.ui.widgets.gpu_card import CARD_HEIGHT, GpuCard
 from gputop.ui.widgets.gpu_row import GpuRow, header_line
 from gputop.ui.widgets.text_line import TextLine

@@ -14,12 +14,13 @@ from textual.content import Content
 from textual.events import Click
 from textual.message import Message
 
-from gputop.memory_split import MemorySplit
 from gputop.model import DeviceSample, Missing, value
-from gputop.ui import bars, memory, styles
-from gputop.ui import format as fmt
-from gputop.ui.status import CROSS, Badge, badges
+from gputop.model.memory_split import MemorySplit
+from gputop.ui import bars, memory
 from gputop.ui.text import sanitize
+from gputop.ui.view import format as fmt
+from gputop.ui.view import styles
+from gputop.ui.view.status import CROSS, Badge, badges
 from gputop.ui.widgets.process_table import fit
 from gputop.ui.widgets.text_line import TextLine
 

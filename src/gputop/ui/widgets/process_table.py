@@ -21,9 +21,9 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from gputop.ui.process_rows import COLUMN_KEYS, COLUMNS, Row
 from gputop.ui.render import changed_spans
 from gputop.ui.text import sanitize
+from gputop.ui.view.process_rows import COLUMN_KEYS, COLUMNS, Row
 
 NARROW_WIDTH = 100
 NARROW_HIDES = ("job", "rss")

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from textual.content import Content
 
 from gputop.model import Snapshot, value
-from gputop.ui import format as fmt
-from gputop.ui import styles
-from gputop.ui.status import CROSS
 from gputop.ui.text import safe_content
+from gputop.ui.view import format as fmt
+from gputop.ui.view import styles
+from gputop.ui.view.status import CROSS
 from gputop.ui.widgets.text_line import TextLine
 
 WAITING = "waiting"

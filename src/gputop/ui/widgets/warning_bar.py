@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from textual.content import Content
 from textual.strip import Strip
 
-from gputop.ui import styles
 from gputop.ui.render import content_strip
 from gputop.ui.text import safe_content
+from gputop.ui.view import styles
 from gputop.ui.widgets.text_line import TextLine
 
 

@@ -1,0 +1,62 @@
+"""Argument types shared by the subcommands' parsers: each turns a command-line word into a value
+or says in one line what is wrong with it (argparse prints it and exits with status 2)."""
+
+from __future__ import annotations
+
+import argparse
+
+from gputop.export.server import DEFAULT_ADDRESS
+
+
+def positive(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError("must be greater than 0")
+    return v
+
+
+def size(s: str) -> int:
+    """Bytes from 500M, 2G, 1.5G, 64k or 1000000 (k, M, G, T are powers of 1024)."""
+    text = s.strip().lower().removesuffix("b").removesuffix("i")
+    unit = 1
+    if text and text[-1] in "kmgt":
+        unit = 1 << (10 * ("kmgt".index(text[-1]) + 1))
+        text = text[:-1]
+    try:
+        v = int(float(text) * unit)
+    except (ValueError, OverflowError):
+        raise argparse.ArgumentTypeError(f"not a size: {s!r} (e.g. 500M or 2G)") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError("must be greater than 0")
+    return v
+
+
+def device_list(s: str) -> set[int]:
+    out: set[int] = set()
+    try:
+        for part in s.split(","):
+            lo, _, hi = part.strip().partition("-")
+            out.update(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of GPU indexes: {s!r}") from None
+    return out
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """`HOST:PORT`, `:PORT` (every interface), `PORT` (loopback), `[::1]:PORT`."""
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = DEFAULT_ADDRESS[0], text
+    elif not host:
+        host = "0.0.0.0"
+    host = host.strip("[]")
+    try:
+        number = int(port)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not HOST:PORT: {text!r}") from None
+    if not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"no such port: {number}")
+    return host, number

@@ -1,0 +1,53 @@
+"""The `gputop` command: the monitor itself (commands.monitor), or one of its subcommands, each a
+module of this package imported only when it is asked for. A `GputopError` anywhere below is
+said in one line with its exit code; nothing ends in a traceback unless GPUTOP_DEBUG is set."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Sequence
+from importlib import import_module
+
+from gputop.commands import monitor
+from gputop.errors import GputopError
+
+EXIT_INTERRUPTED = 130
+COMMANDS = {
+    "replay": "gputop.commands.replay",
+    "report": "gputop.commands.report",
+    "import": "gputop.commands.import_logs",
+    "plan": "gputop.commands.plan",
+    "serve": "gputop.commands.serve",
+    "fleet": "gputop.commands.fleet",
+    "export": "gputop.commands.export",
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and not argv[0].startswith("-"):
+            command = COMMANDS.get(argv[0])
+            if command is None:
+                print(f"gputop: unknown command {argv[0]!r} (commands: replay, report, import, "
+                      "plan, serve, fleet, export; see gputop --help)", file=sys.stderr)
+                return 2
+            run: Callable[[list[str]], int] = import_module(command).main
+            return run(argv[1:])
+        return monitor.main(argv)
+    except GputopError as e:
+        print(f"gputop: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # `gputop --once | head`: the reader left; not an error worth a message.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except Exception as e:
+        if os.environ.get("GPUTOP_DEBUG"):
+            raise
+        print(f"gputop: internal error: {type(e).__name__}: {e} "
+              "(set GPUTOP_DEBUG=1 to see where)", file=sys.stderr)
+        return 70

@@ -1,0 +1,220 @@
+"""`gputop [options]`: the live dashboard, one snapshot (--once, --json), or a recording
+(--record, headless without a terminal or with --headless)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TextIO
+
+from gputop import __version__
+from gputop.commands.args import device_list, positive, size
+from gputop.errors import GputopError, RecordingError
+from gputop.feeds import PolledFeed
+from gputop.feeds.diagnosed import with_diagnostics
+from gputop.feeds.live import live_poller
+from gputop.feeds.playback import demo_feed
+from gputop.feeds.tee import RecordingTee
+from gputop.model import Snapshot
+
+if TYPE_CHECKING:
+    from gputop.recording.writer import RecordingWriter
+
+ONCE_TIMEOUT_S = 30.0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="gputop",
+        description="A live terminal GPU monitor for people who train models.",
+        epilog="Without a terminal on stdout, gputop prints one snapshot (as --once) and exits. "
+               "Commands: gputop replay FILE | report FILE | import -o OUT FILES | plan ... | "
+               "serve [--metrics ADDR:PORT] | fleet --prometheus URL | export FILE -o OUT",
+    )
+    p.add_argument("--version", action="version", version=f"gputop {__version__}")
+    p.add_argument("--once", action="store_true", help="print one snapshot as a table and exit")
+    p.add_argument("--json", action="store_true",
+                   help="with --once: print the snapshot as JSON (docs/json.md)")
+    p.add_argument("--interval", type=positive, default=1.0, metavar="SECONDS",
+                   help="seconds between polls (default 1)")
+    p.add_argument("--devices", type=device_list, default=None, metavar="LIST",
+                   help="only these GPU indexes, e.g. 0,1,4-7")
+    p.add_argument("--record", metavar="FILE",
+                   help="write every snapshot to FILE (docs/recording.md); headless when stdout "
+                        "is not a terminal or with --headless")
+    p.add_argument("--headless", action="store_true", help="with --record: no dashboard")
+    p.add_argument("--record-max-size", type=size, default=None, metavar="SIZE",
+                   help="with --record: before FILE would pass SIZE (e.g. 500M, 2G), finish it "
+                        "and go on in FILE.1, FILE.2, ...")
+    p.add_argument("--record-keep", type=int, default=None, metavar="K",
+                   help="with --record-max-size: keep only the newest K files, deleting older ones")
+    p.add_argument("--count", type=int, default=None, metavar="N",
+                   help="stop after N snapshots (headless recording)")
+    p.add_argument("--demo", action="store_true",
+                   help="play the bundled recording of an 8-GPU training node (no GPU needed)")
+    p.add_argument("--readonly", action="store_true", help="never offer to kill a process")
+    p.add_argument("--no-mouse", action="store_true", help="do not capture the mouse")
+    p.add_argument("--ansi", action="store_true", help="use the terminal's 16 ANSI colours")
+    return p
+
+
+
+
+
+
+
+
+
+
+
+
+
+def _call_with_timeout(fn: Callable[[], Snapshot], timeout: float) -> Snapshot:
+    """NVML calls can hang on a sick GPU; a one-shot must still end."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["snap"] = fn()
+        except BaseException as e:  # handed to the caller's thread
+            box["error"] = e
+
+    t = threading.Thread(target=run, daemon=True, name="gputop-poll")
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        raise GputopError(f"the GPU driver did not answer within {timeout:.0f} s",
+                          hint="a GPU may be hung; check `dmesg` for Xid errors")
+    if "error" in box:
+        raise box["error"]
+    return box["snap"]
+
+
+
+def run_once(args: argparse.Namespace, out: TextIO) -> int:
+    from gputop.ui.view.table import render
+
+    if args.demo:
+        feed = demo_feed()
+        feed.skip(120)  # two minutes in: training is running
+        snap = feed.poll_once()
+    else:
+        # Short slow cadence so that rates and GPM (which need two readings) are filled.
+        poller = live_poller(args.devices, slow_interval=0.2)
+        try:
+            _call_with_timeout(poller.poll_once, ONCE_TIMEOUT_S)
+            time.sleep(0.25)
+            snap = _call_with_timeout(poller.poll_once, ONCE_TIMEOUT_S)
+        finally:
+            poller.close()
+    if args.json:
+        json.dump(snap.to_dict(), out, indent=2, ensure_ascii=False)
+        out.write("\n")
+    else:
+        out.write(render(snap))
+    return 0
+
+
+def open_recording(args: argparse.Namespace, meta: dict[str, Any]) -> RecordingWriter:
+    """The RecordingWriter of --record, --record-max-size and --record-keep."""
+    from gputop.recording.writer import RecordingWriter
+    from gputop.report.summary import SummaryKeeper  # the diagnostics, only when recording
+
+    return RecordingWriter(args.record, meta=meta, max_bytes=args.record_max_size,
+                           keep=args.record_keep, summarizer=SummaryKeeper())
+
+
+def run_record_headless(args: argparse.Namespace, err: TextIO) -> int:
+    feed: PolledFeed = demo_feed() if args.demo else live_poller(args.devices)
+    meta = {"interval": args.interval, "argv": sys.argv[1:], "host": socket.gethostname()}
+    try:
+        writer = open_recording(args, meta)
+    except RecordingError:
+        feed.close()
+        raise
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    err.write(f"gputop: recording to {args.record} every {args.interval:g} s "
+              "(Ctrl-C to stop)\n")
+    try:
+        next_at = time.monotonic()
+        while not stop.is_set() and (args.count is None or writer.ticks < args.count):
+            snap = _call_with_timeout(feed.poll_once, ONCE_TIMEOUT_S)
+            writer.write(snap)
+            next_at += args.interval
+            stop.wait(max(0.0, next_at - time.monotonic()))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        # On a write error (a full disk) the file keeps every tick before it; main prints the
+        # error as the one line.
+        writer.close()
+        feed.close()
+    files = writer.segments
+    where = (str(files[0]) if len(files) == 1
+             else f"{len(files)} files, {files[0]} to {files[-1].name}")
+    err.write(f"gputop: {writer.ticks} snapshots, {writer.bytes_written} bytes in {where}\n")
+    return 0
+
+
+def run_dashboard(args: argparse.Namespace) -> int:
+    from gputop.ui.app import GputopApp
+
+    feed: PolledFeed = demo_feed() if args.demo else live_poller(args.devices)
+    writer = None
+    if args.record:
+        writer = open_recording(args, {"interval": args.interval})
+        feed = RecordingTee(feed, writer)
+    diagnosed = with_diagnostics(feed)
+    try:
+        app = GputopApp(diagnosed, interval=args.interval, readonly=args.readonly,
+                        mouse=not args.no_mouse, ansi=args.ansi,
+                        title_suffix=" (demo recording)" if args.demo else "")
+        diagnosed.listener = app.set_findings
+        app.run(mouse=not args.no_mouse)
+    finally:
+        diagnosed.close()
+        if writer is not None:
+            writer.close()
+    return 0
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+def main(argv: list[str]) -> int:
+    """`gputop [options]`: the dashboard, one snapshot (--once), or a recording (--record)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.json and not args.once and sys.stdout.isatty():
+        parser.error("--json needs --once (or a pipe)")
+    if args.record_max_size is not None and not args.record:
+        parser.error("--record-max-size needs --record")
+    if args.record_keep is not None and (args.record_max_size is None or args.record_keep < 1):
+        parser.error("--record-keep needs --record-max-size and a count of at least 1")
+    tty = sys.stdout.isatty() and sys.stdin.isatty()
+    if args.record and (args.headless or not tty):
+        return run_record_headless(args, sys.stderr)
+    if args.once or args.json or not tty:
+        return run_once(args, sys.stdout)
+    return run_dashboard(args)

@@ -1,0 +1,177 @@
+"""The Prometheus exporter of `gputop serve`. One thread polls the GPUs (or plays a recording)
+and runs the diagnostics every `--interval`; HTTP scrapes read the latest state and never call
+NVML."""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import socket
+import socketserver
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, TextIO
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from prometheus_client.process_collector import ProcessCollector
+from prometheus_client.registry import CollectorRegistry
+
+from gputop.diagnose import Engine
+from gputop.errors import GputopError
+from gputop.export.prometheus import CONTENT_TYPE, ExportState, SnapshotCollector, exposition
+from gputop.feeds import PolledFeed
+
+DEFAULT_ADDRESS = ("127.0.0.1", 9400)  # dcgm-exporter's port: gputop serve stands in for it
+LIVE_INTERVAL = 5.0
+RECORDING_INTERVAL = 1.0  # a recording plays one tick a second, its own pace
+
+
+class Exporter:
+    """Polls `feed` and holds the latest `ExportState` for scrapes to read. `poll` is one tick;
+    `start` runs ticks every `interval` s in a thread. A failed poll is counted and reported once;
+    the state it leaves goes stale, and a stale snapshot is not exported."""
+
+    def __init__(self, feed: PolledFeed, *, interval: float, hostname: str = "",
+                 engine: Engine | None = None,
+                 err: TextIO | None = None, clock: Callable[[], float] = time.time) -> None:
+        self.feed = feed
+        self.interval = interval
+        self.engine = engine
+        self.err = err
+        self._clock = clock
+        self._hostname = hostname
+        self._open: set[tuple[Any, ...]] = set()
+        self._opened: dict[str, int] = {}
+        self._last_error = ""
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.state = ExportState(hostname=hostname, stale_after=max(3 * interval, 15.0))
+
+    def poll(self) -> None:
+        started = time.perf_counter()
+        try:
+            snap = self.feed.poll_once()
+            findings = list(self.engine.update(snap)) if self.engine is not None else []
+        except Exception as e:  # a sick GPU or a bad tick must not stop the exporter
+            self._failed(e)
+            return
+        self._count_opened(findings)
+        host = self._hostname or snap.host.hostname or snap.system.hostname or \
+            socket.gethostname()
+        self.state = dataclasses.replace(
+            self.state, snapshot=snap, findings=tuple(findings),
+            findings_opened=dict(self._opened), hostname=host, polled_at=self._clock(),
+            poll_seconds=round(time.perf_counter() - started, 6), ok=True)
+        self._last_error = ""
+
+    def _failed(self, e: Exception) -> None:
+        message = str(e) or type(e).__name__
+        if message != self._last_error and self.err is not None:
+            self.err.write(f"gputop: poll failed: {message}\n")
+            self.err.flush()
+        self._last_error = message
+        self.state = dataclasses.replace(self.state, ok=False,
+                                         poll_errors=self.state.poll_errors + 1)
+
+    def _count_opened(self, findings: Iterable[Any]) -> None:
+        now_open = {(f.id, f.device, f.pid, f.since): f.severity for f in findings if f.open}
+        for key, severity in now_open.items():
+            if key not in self._open:
+                self._opened[severity] = self._opened.get(severity, 0) + 1
+        self._open = set(now_open)
+
+    def run(self) -> None:
+        """Polls every `interval` until `stop`; a slow poll stretches the interval."""
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            next_at += self.interval
+            self._stop.wait(max(0.0, next_at - time.monotonic()))
+            if self._stop.is_set():
+                break
+            self.poll()
+            if time.monotonic() - next_at > self.interval:  # overran: wait a whole interval
+                next_at = time.monotonic()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.run, name="gputop-exporter-poll",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def registry(self) -> CollectorRegistry:
+        """What a scrape reads: this exporter's state, and the process metrics of gputop itself."""
+        reg = CollectorRegistry(auto_describe=False)
+        reg.register(SnapshotCollector(lambda: self.state, self._clock))
+        ProcessCollector(registry=reg)
+        return reg
+
+
+# ----------------------------------------------------------------------------------------------
+# HTTP
+
+
+class _Server(socketserver.ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind asks DNS for this host's name (getfqdn); an exporter has no use
+        # for it, and on a node without DNS it stalls start-up.
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = str(self.server_address[0]), self.server_address[1]
+        self.setup_environ()
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def metrics_app(registry: CollectorRegistry) -> Callable[..., Iterable[bytes]]:
+    """A WSGI app: /metrics answers with the exposition, / says where the metrics are."""
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "/")
+        if path == "/metrics":
+            body = exposition(registry.collect())
+            start_response("200 OK", [("Content-Type", CONTENT_TYPE),
+                                      ("Content-Length", str(len(body)))])
+            return [body]
+        if path == "/":
+            body = b"gputop exporter: metrics at /metrics\n"
+            start_response("200 OK", [("Content-Type", "text/plain; charset=utf-8")])
+            return [body]
+        start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
+        return [b"not found: metrics are at /metrics\n"]
+
+    return app
+
+
+
+
+def listen(address: tuple[str, int], registry: CollectorRegistry) -> WSGIServer:
+    """Binds the HTTP server (not yet serving). An address in use is the user's to fix."""
+    host, port = address
+    server_class = _Server
+    if ":" in host:
+        server_class = type("_Server6", (_Server,), {"address_family": socket.AF_INET6})
+    try:
+        return make_server(host, port, metrics_app(registry), server_class=server_class,
+                           handler_class=_Quiet)
+    except OSError as e:
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        if e.errno == errno.EADDRINUSE:
+            raise GputopError(f"cannot serve metrics on {where}: the port is in use",
+                              hint="stop the other exporter or pick another port with "
+                                   "--metrics HOST:PORT") from None
+        raise GputopError(f"cannot serve metrics on {where}: {e.strerror or e}") from None
+
+
+def url(server: WSGIServer) -> str:
+    host, port = server.server_address[:2]
+    return f"http://{f'[{host}]' if ':' in str(host) else host}:{port}/metrics"

@@ -1,0 +1,71 @@
+"""The data model: one frozen Snapshot per tick and its parts (model.snapshot), the clock-event
+reasons and NVML's bits for them (model.reasons), the Xid catalog (model.xid) and the split of a
+GPU's memory among the processes the probe sees (model.memory_split). Imports only the standard
+library and gputop.probe."""
+
+from __future__ import annotations
+
+from gputop.model.reasons import REASON_BITS, THROTTLE
+from gputop.model.snapshot import (
+    EMPTY_HOST,
+    PENDING,
+    PROBE_STALE_AFTER_S,
+    REASONS,
+    SCHEMA,
+    UNSUPPORTED,
+    ChildProcess,
+    DeviceSample,
+    HostSample,
+    JobInfo,
+    LinkSample,
+    MigDevice,
+    Missing,
+    ProbeStats,
+    ProcessSample,
+    Snapshot,
+    SystemInfo,
+    Topology,
+    Val,
+    XidEvent,
+    from_dict,
+    mark_all,
+    missing_from_dict,
+    missing_to_dict,
+    present,
+    replace,
+    to_dict,
+    value,
+)
+
+__all__ = [
+    "EMPTY_HOST",
+    "PENDING",
+    "PROBE_STALE_AFTER_S",
+    "REASONS",
+    "REASON_BITS",
+    "SCHEMA",
+    "THROTTLE",
+    "UNSUPPORTED",
+    "ChildProcess",
+    "DeviceSample",
+    "HostSample",
+    "JobInfo",
+    "LinkSample",
+    "MigDevice",
+    "Missing",
+    "ProbeStats",
+    "ProcessSample",
+    "Snapshot",
+    "SystemInfo",
+    "Topology",
+    "Val",
+    "XidEvent",
+    "from_dict",
+    "mark_all",
+    "missing_from_dict",
+    "missing_to_dict",
+    "present",
+    "replace",
+    "to_dict",
+    "value",
+]

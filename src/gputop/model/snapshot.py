@@ -1,0 +1,636 @@
+"""The Snapshot: the one thing that crosses from collection to the rest of gputop.
+
+One frozen `Snapshot` per tick. Every measured field holds either its value or a `Missing` that says
+why there is none (unsupported, needs privilege, GPU lost, stale since T, not sampled yet, error).
+A recording is a sequence of Snapshots, and so is a test fixture.
+
+`to_dict` / `from_dict` give the documented JSON shape (docs/json.md): measured fields that are
+missing appear as `null`, and the object's `unavailable` map says why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar, Union
+
+SCHEMA = "gputop.snapshot/1"
+
+T = TypeVar("T")
+
+REASONS = (
+    "unsupported",  # the device, driver or VM does not offer it; not asked again
+    "no_permission",  # needs privileges gputop does not have
+    "gpu_lost",  # the GPU fell off the bus
+    "stale",  # the last value is older than the poll; `since` says from when
+    "pending",  # on a slower cadence and not sampled yet
+    "not_visible",  # process in another PID namespace (a container): host facts unknown
+    "error",  # the call failed; `detail` says how
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Missing:
+    """Why a field has no value."""
+
+    reason: str
+    since: float | None = None
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        if self.reason not in REASONS:
+            raise ValueError(f"unknown Missing reason {self.reason!r}")
+
+    def __bool__(self) -> bool:
+        return False
+
+    def label(self) -> str:
+        """A short word for a table cell: never a bare "N/A"."""
+        return _LABELS[self.reason]
+
+
+_LABELS = {
+    "unsupported": "n/s",
+    "no_permission": "no perm",
+    "gpu_lost": "LOST",
+    "stale": "stale",
+    "pending": "…",
+    "not_visible": "hidden",
+    "error": "err",
+}
+
+UNSUPPORTED = Missing("unsupported")
+PENDING = Missing("pending")
+
+Val = Union[T, Missing]  # noqa: UP007 - a generic alias: Val[int]
+
+
+def present(v: Any) -> bool:
+    return not isinstance(v, Missing)
+
+
+def value(v: Val[T], default: Any = None) -> T | Any:
+    return default if isinstance(v, Missing) else v
+
+
+# ----------------------------------------------------------------------------------------------
+# Samples
+
+
+@dataclass(frozen=True, slots=True)
+class MigDevice:
+    gpu_instance: int
+    compute_instance: int
+    uuid: Val[str] = PENDING
+    name: Val[str] = PENDING
+    mem_total: Val[int] = PENDING  # bytes
+    mem_used: Val[int] = PENDING
+    sm_active: Val[float] = PENDING  # % (GPM per instance)
+
+    _measured: ClassVar[tuple[str, ...]] = ("uuid", "name", "mem_total", "mem_used", "sm_active")
+
+
+@dataclass(frozen=True, slots=True)
+class XidEvent:
+    """An Xid error the NVIDIA driver reported for a GPU (docs.nvidia.com/deploy/xid-errors)."""
+
+    xid: int
+    time: float  # epoch seconds when gputop received it
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceSample:
+    """One GPU at one tick. Units: bytes, °C, W, MHz, %, bytes/s."""
+
+    index: int
+    vendor: str  # "nvidia" | "amd"
+    name: str
+    uuid: str
+    pci_bus_id: str
+    lost: Missing | None = None  # Missing("gpu_lost", since=T) once the GPU fell off the bus
+
+    util_gpu: Val[float] = PENDING  # % of time a kernel ran (NVML: copies count as busy too)
+    util_mem: Val[float] = PENDING  # % of time device memory was read or written
+    mem_total: Val[int] = PENDING
+    mem_used: Val[int] = PENDING  # used by processes (NVML v2 "used")
+    mem_reserved: Val[int] = PENDING  # held by driver and firmware (NVML v2 "reserved")
+    mem_free: Val[int] = PENDING
+    temp_gpu: Val[float] = PENDING
+    temp_mem: Val[float] = PENDING
+    temp_slowdown: Val[float] = PENDING  # HW slowdown threshold
+    temp_shutdown: Val[float] = PENDING
+    temp_max_operating: Val[float] = PENDING  # GPU max operating temperature (SW slowdown)
+    temp_margin: Val[float] = PENDING  # °C left before the nearest slowdown threshold
+    power_draw: Val[float] = PENDING  # W
+    power_limit: Val[float] = PENDING  # enforced limit, W
+    power_default_limit: Val[float] = PENDING
+    energy_j: Val[float] = PENDING  # since driver load
+    clock_sm: Val[int] = PENDING
+    clock_sm_max: Val[int] = PENDING
+    clock_mem: Val[int] = PENDING
+    clock_mem_max: Val[int] = PENDING
+    pstate: Val[int] = PENDING
+    fan: Val[float] = PENDING  # %
+    persistence_mode: Val[bool] = PENDING
+    compute_capability: Val[str] = PENDING
+    throttle: Val[tuple[str, ...]] = PENDING  # active clock-event reasons (model.reasons)
+    throttle_time: Val[Mapping[str, float]] = PENDING  # cumulative seconds per reason
+    pcie_gen: Val[int] = PENDING
+    pcie_gen_max: Val[int] = PENDING
+    pcie_width: Val[int] = PENDING
+    pcie_width_max: Val[int] = PENDING
+    pcie_rx: Val[float] = PENDING  # bytes/s
+    pcie_tx: Val[float] = PENDING
+    pcie_replays: Val[int] = PENDING
+    enc_util: Val[float] = PENDING
+    dec_util: Val[float] = PENDING
+    ecc_enabled: Val[bool] = PENDING
+    ecc_corrected: Val[int] = PENDING  # volatile (since driver load)
+    ecc_uncorrected: Val[int] = PENDING
+    ecc_uncorrected_total: Val[int] = PENDING  # aggregate: over the GPU's lifetime
+    retired_pages: Val[int] = PENDING  # pages retired for ECC errors (before Ampere)
+    retired_pending: Val[bool] = PENDING  # a page retirement waits for a reset
+    remapped_corrected: Val[int] = PENDING
+    remapped_uncorrected: Val[int] = PENDING
+    remap_pending: Val[bool] = PENDING
+    remap_failed: Val[bool] = PENDING
+    mig_enabled: Val[bool] = PENDING
+    mig_devices: tuple[MigDevice, ...] = ()
+    gr_active: Val[float] = PENDING  # GPM (Hopper+): % time the graphics/compute engine was busy
+    sm_active: Val[float] = PENDING  # GPM: % of SMs busy
+    sm_occupancy: Val[float] = PENDING  # GPM: warps resident vs max
+    tensor_active: Val[float] = PENDING  # GPM: tensor pipes busy
+    dram_active: Val[float] = PENDING  # GPM: % of peak DRAM bandwidth
+    numa_node: Val[int] = PENDING
+    cpu_affinity: Val[str] = PENDING  # CPU list, e.g. "0-51,104-155"
+    # Xid events since gputop began watching the GPU. A recording made before gputop watched
+    # them has neither field: 0 and () there, no events.
+    xid_count: Val[int] = 0
+    xids: tuple[XidEvent, ...] = ()  # oldest first: the last hour's (at most 16), or the latest
+
+    _measured: ClassVar[tuple[str, ...]] = ()  # filled below
+    _nested: ClassVar[dict[str, type]] = {"mig_devices": MigDevice, "xids": XidEvent}
+    # Left out of the record form while they hold these values: a recording without Xids reads
+    # and writes as one made before gputop watched them.
+    _record_defaults: ClassVar[dict[str, Any]] = {"xid_count": 0, "xids": []}
+
+
+DeviceSample._measured = tuple(
+    f.name for f in dataclasses.fields(DeviceSample)
+    if f.name not in ("index", "vendor", "name", "uuid", "pci_bus_id", "lost", "mig_devices",
+                      "xids")
+)
+
+@dataclass(frozen=True, slots=True)
+class JobInfo:
+    """Where a process runs: container, Kubernetes pod, Slurm job. None means "not in one"."""
+
+    container_id: str | None = None
+    container_runtime: str | None = None  # docker, containerd, cri-o, podman, lxc
+    pod_uid: str | None = None
+    pod_name: str | None = None
+    pod_namespace: str | None = None
+    slurm_job_id: str | None = None
+    systemd_unit: str | None = None
+
+    def label(self) -> str:
+        if self.slurm_job_id:
+            return f"slurm:{self.slurm_job_id}"
+        if self.pod_name:
+            return f"pod:{self.pod_namespace + '/' if self.pod_namespace else ''}{self.pod_name}"
+        if self.pod_uid:
+            return f"pod:{self.pod_uid[:8]}"
+        if self.container_id:
+            return f"{self.container_runtime or 'ctr'}:{self.container_id[:12]}"
+        return ""
+
+
+@dataclass(frozen=True, slots=True)
+class ChildProcess:
+    """A child of a GPU process with no GPU context of its own: a DataLoader worker, usually."""
+
+    pid: int
+    name: str
+    cpu_percent: float
+    rss: int
+
+
+# A probe publishes every second (docs/probe.md); a payload older than this is a hung or gone
+# process, for the reader of the probe files and for the memory split alike.
+PROBE_STALE_AFTER_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeStats:
+    """What the in-process probe (gputop.probe) published for a process: PyTorch's allocator and
+    the training loop, which NVML cannot see. Bytes; None where the process has no CUDA."""
+
+    ts: float
+    device: int | None = None
+    allocated: int | None = None
+    reserved: int | None = None
+    active: int | None = None
+    inactive_split: int | None = None
+    peak_allocated: int | None = None
+    peak_reserved: int | None = None
+    num_alloc_retries: int | None = None
+    num_ooms: int | None = None
+    allocator_conf: str | None = None
+    steps: int = 0
+    step_time_s: float | None = None
+    loader_wait_s: float = 0.0
+    wait_frac: float | None = None  # over the last 50 steps
+    # over the last few steps (at least 5 and 5 s); None from a probe or recording before it
+    recent_wait_frac: float | None = None
+    batch_sizes: tuple[tuple[int, int], ...] = ()  # (batch size, step peak allocated)
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessSample:
+    """One process on one GPU. A process on two GPUs appears twice."""
+
+    pid: int
+    device_index: int
+    kind: str = "compute"  # compute | graphics | compute+graphics
+    gpu_mem: Val[int] = PENDING  # bytes (NVML: allocator reserved + CUDA context)
+    sm_util: Val[float] = PENDING
+    mem_util: Val[float] = PENDING
+    gpu_instance: int | None = None  # MIG
+    compute_instance: int | None = None
+    # From the host; Missing("not_visible") when the PID lives in another PID namespace.
+    user: Val[str] = PENDING
+    name: Val[str] = PENDING
+    cmdline: Val[tuple[str, ...]] = PENDING
+    cpu_percent: Val[float] = PENDING
+    rss: Val[int] = PENDING
+    create_time: Val[float] = PENDING  # epoch seconds
+    job: JobInfo | None = None
+    children: tuple[ChildProcess, ...] = ()
+    probe: ProbeStats | None = None
+
+    _measured: ClassVar[tuple[str, ...]] = (
+        "gpu_mem", "sm_util", "mem_util", "user", "name", "cmdline", "cpu_percent", "rss",
+        "create_time",
+    )
+    _nested: ClassVar[dict[str, type]] = {"job": JobInfo, "children": ChildProcess,
+                                          "probe": ProbeStats}
+
+    @property
+    def key(self) -> str:
+        return f"{self.device_index}:{self.pid}"
+
+
+@dataclass(frozen=True, slots=True)
+class LinkSample:
+    """One GPU interconnect link (NVLink or xGMI) of one device."""
+
+    device_index: int
+    link: int
+    kind: str  # nvlink | xgmi
+    up: Val[bool] = PENDING
+    version: Val[str] = PENDING
+    remote_bus_id: Val[str] = PENDING
+    remote_kind: Val[str] = PENDING  # gpu | switch | cpu | unknown
+    speed: Val[float] = PENDING  # bytes/s per direction, nominal
+    rx: Val[float] = PENDING  # bytes/s
+    tx: Val[float] = PENDING
+    errors: Val[Mapping[str, int]] = PENDING  # cumulative: crc_flit, crc_data, replay, recovery
+
+    _measured: ClassVar[tuple[str, ...]] = (
+        "up", "version", "remote_bus_id", "remote_kind", "speed", "rx", "tx", "errors",
+    )
+
+    @property
+    def key(self) -> str:
+        return f"{self.device_index}:{self.link}"
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    """GPU-to-GPU paths as `nvidia-smi topo -m` shows them: X, NV#, PIX, PXB, PHB, NODE, SYS."""
+
+    matrix: tuple[tuple[str, ...], ...] = ()
+    cpu_affinity: tuple[str, ...] = ()
+    numa_affinity: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class HostSample:
+    hostname: str = ""
+    cpu_count: int = 0
+    cpu_percent: Val[float] = PENDING
+    cpu_percent_per_core: tuple[float, ...] = ()
+    iowait_percent: Val[float] = PENDING
+    load_avg: Val[tuple[float, float, float]] = PENDING
+    mem_total: Val[int] = PENDING
+    mem_used: Val[int] = PENDING
+    mem_available: Val[int] = PENDING
+    swap_used: Val[int] = PENDING
+    psi_cpu_some: Val[float] = PENDING  # /proc/pressure/cpu some avg10, %
+    psi_io_some: Val[float] = PENDING
+    psi_mem_some: Val[float] = PENDING
+
+    _measured: ClassVar[tuple[str, ...]] = (
+        "cpu_percent", "iowait_percent", "load_avg", "mem_total", "mem_used", "mem_available",
+        "swap_used", "psi_cpu_some", "psi_io_some", "psi_mem_some",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SystemInfo:
+    """Slow facts about the node and its GPU software."""
+
+    hostname: str = ""
+    backends: tuple[str, ...] = ()  # e.g. ("nvml",)
+    driver_version: Val[str] = PENDING
+    cuda_version: Val[str] = PENDING  # CUDA driver API version, e.g. "13.0"
+    nvml_version: Val[str] = PENDING
+    rocm_version: Val[str] = PENDING
+    gputop_version: str = ""
+
+    _measured: ClassVar[tuple[str, ...]] = (
+        "driver_version", "cuda_version", "nvml_version", "rocm_version",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    time: float  # epoch seconds when the tick was taken
+    system: SystemInfo
+    host: HostSample
+    devices: tuple[DeviceSample, ...] = ()
+    processes: tuple[ProcessSample, ...] = ()
+    links: tuple[LinkSample, ...] = ()
+    topology: Topology | None = None
+    warnings: tuple[str, ...] = ()  # what the user should know this tick (a GPU lost...)
+
+    _nested: ClassVar[dict[str, type]] = {
+        "system": SystemInfo,
+        "host": HostSample,
+        "devices": DeviceSample,
+        "processes": ProcessSample,
+        "links": LinkSample,
+        "topology": Topology,
+    }
+
+    def device(self, index: int) -> DeviceSample | None:
+        for d in self.devices:
+            if d.index == index:
+                return d
+        return None
+
+    def processes_on(self, index: int) -> tuple[ProcessSample, ...]:
+        return tuple(p for p in self.processes if p.device_index == index)
+
+    def to_dict(self, *, drop_nulls: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = {"schema": SCHEMA}
+        out.update(to_dict(self, drop_nulls=drop_nulls))
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Snapshot:
+        schema = d.get("schema", SCHEMA)
+        if not isinstance(schema, str) or not schema.startswith("gputop.snapshot/"):
+            raise ValueError(f"not a gputop snapshot (schema {schema!r})")
+        return from_dict(cls, d)
+
+
+# ----------------------------------------------------------------------------------------------
+# JSON shape: plain values, measured fields missing -> null plus "unavailable": {field: {...}}.
+
+
+def missing_to_dict(m: Missing) -> dict[str, Any]:
+    out: dict[str, Any] = {"reason": m.reason}
+    if m.since is not None:
+        out["since"] = m.since
+    if m.detail:
+        out["detail"] = m.detail
+    return out
+
+
+def missing_from_dict(d: Mapping[str, Any]) -> Missing:
+    return Missing(str(d["reason"]), d.get("since"), str(d.get("detail", "")))
+
+
+_SCALARS = (int, float, str, bool, type(None))
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _names(cls: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, _SCALARS):
+        return v
+    if isinstance(v, tuple):
+        return [_plain(x) for x in v]
+    if isinstance(v, Mapping):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if dataclasses.is_dataclass(v):
+        return to_dict(v)
+    return v
+
+
+def to_dict(obj: Any, *, drop_nulls: bool = False) -> dict[str, Any]:
+    """The JSON shape. With `drop_nulls`, keys whose value is null are left out, and so are the
+    fields a class names in `_record_defaults` while they hold those values (record form)."""
+    out: dict[str, Any] = {}
+    unavailable: dict[str, Any] = {}
+    for name in _names(type(obj)):
+        v = getattr(obj, name)
+        if isinstance(v, _SCALARS):
+            if v is not None or not drop_nulls:
+                out[name] = v
+        elif isinstance(v, Missing):
+            if name == "lost":
+                out[name] = missing_to_dict(v)
+                continue
+            if not drop_nulls:
+                out[name] = None
+            unavailable[name] = missing_to_dict(v)
+        elif isinstance(v, tuple) and v and dataclasses.is_dataclass(v[0]):
+            out[name] = [to_dict(x, drop_nulls=drop_nulls) for x in v]
+        elif dataclasses.is_dataclass(v):
+            out[name] = to_dict(v, drop_nulls=drop_nulls)
+        else:
+            out[name] = _plain(v)
+    if unavailable:
+        out["unavailable"] = unavailable
+    if drop_nulls:
+        for name, default in getattr(obj, "_record_defaults", {}).items():
+            if out.get(name, out) == default:
+                del out[name]
+    return out
+
+
+_TUPLE_OF_TUPLES = {"matrix", "batch_sizes"}
+
+
+def _unplain(name: str, v: Any) -> Any:
+    if isinstance(v, list):
+        if name in _TUPLE_OF_TUPLES:
+            return tuple(tuple(row) for row in v)
+        return tuple(v)
+    return v
+
+
+# How `from_dict` reads each field of a class, worked out once per class: recordings are read
+# a tick at a time, tens of thousands of ticks, and this is where reading spends its time.
+_PLAIN, _MEASURED, _LOST, _NESTED, _ROWS = range(5)
+_PLANS: dict[type, dict[str, tuple[int, Any]]] = {}
+# Classes whose fields are all values (no nested objects): their names, else None.
+_FLAT: dict[type, frozenset[str] | None] = {}
+_MISSING: dict[tuple[Any, ...], Missing] = {}  # the same few reasons over and over
+
+
+def _plan(cls: type) -> dict[str, tuple[int, Any]]:
+    plan = _PLANS.get(cls)
+    if plan is None:
+        nested: dict[str, type] = getattr(cls, "_nested", {})
+        measured = set(getattr(cls, "_measured", ()))
+        plan = {}
+        for name in _names(cls):
+            if name == "lost":
+                plan[name] = (_LOST, None)
+            elif name in nested:
+                plan[name] = (_NESTED, nested[name])
+            elif name in _TUPLE_OF_TUPLES:
+                plan[name] = (_ROWS, None)
+            else:
+                plan[name] = (_MEASURED if name in measured else _PLAIN, None)
+        _PLANS[cls] = plan
+        flat = all(how[0] <= _MEASURED for how in plan.values())
+        _FLAT[cls] = frozenset(plan) if flat else None
+    return plan
+
+
+def _missing(d: Mapping[str, Any]) -> Missing:
+    since = d.get("since")
+    key = (d.get("reason"), since, type(since), d.get("detail", ""))
+    try:
+        m = _MISSING.get(key)
+    except TypeError:  # an unhashable value in a damaged file
+        return missing_from_dict(d)
+    if m is None:
+        m = missing_from_dict(d)
+        if len(_MISSING) < 4096:
+            _MISSING[key] = m
+    return m
+
+
+_BUILDERS: dict[type, Callable[[Mapping[str, Any]], Any]] = {}
+
+
+def _builder(cls: type[T]) -> Callable[[Mapping[str, Any]], T]:
+    """`lambda kw: cls(**kw)` for a frozen slotted dataclass, with keys that are not fields
+    ignored, but twice as fast: the dataclass __init__ of a frozen class sets each field through
+    object.__setattr__, and building Snapshots is most of what reading a recording costs. The
+    fields are set straight into their slots, as __init__ would, with their defaults."""
+    build = _BUILDERS.get(cls)
+    if build is not None:
+        return build
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    slots = [getattr(cls, f.name, None) for f in fields]
+    if (hasattr(cls, "__post_init__") or any(not f.init for f in fields)
+            or not all(isinstance(x, types.MemberDescriptorType) for x in slots)):
+        build = _BUILDERS[cls] = lambda kw: cls(**kw)
+        return build
+    env: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
+    lines = []
+    for i, (f, slot) in enumerate(zip(fields, slots)):
+        env[f"_s{i}"] = slot.__set__
+        if f.default is not dataclasses.MISSING:
+            env[f"_d{i}"] = f.default
+            lines.append(f"        _s{i}(o, kw.get({f.name!r}, _d{i}))")
+        elif f.default_factory is not dataclasses.MISSING:
+            env[f"_f{i}"] = f.default_factory
+            lines.append(f"        _s{i}(o, kw[{f.name!r}] if {f.name!r} in kw else _f{i}())")
+        else:
+            lines.append(f"        _s{i}(o, kw[{f.name!r}])")
+    src = ("def build(kw):\n    o = _new(_cls)\n    try:\n" + "\n".join(lines) +
+           "\n    except KeyError as e:\n"
+           f"        raise TypeError(f'{cls.__name__} needs {{e}}') from None\n    return o\n")
+    exec(src, env)  # as dataclasses writes __init__
+    build = _BUILDERS[cls] = env["build"]
+    return build
+
+
+def from_dict(cls: type[T], d: Mapping[str, Any], decoded: Mapping[str, Any] | None = None) -> T:
+    """`cls` from its JSON shape; `decoded` holds fields the caller has already built."""
+    plan = _plan(cls)
+    if (_FLAT[cls] is not None and not decoded and "unavailable" not in d
+            and None not in d.values() and list not in map(type, d.values())):
+        return _builder(cls)(d)  # the common case, a NVLink link a tick: values as they are
+    kwargs: dict[str, Any] = dict(decoded) if decoded else {}
+    for name, v in d.items():
+        how = plan.get(name)
+        if how is None:
+            continue  # a key this version does not know
+        kind = how[0]
+        if v is None:
+            if kind == _MEASURED:
+                kwargs[name] = Missing("error", detail="null without a reason")
+            else:
+                kwargs[name] = None
+        elif kind <= _MEASURED:  # a value as it is
+            kwargs[name] = tuple(v) if type(v) is list else v
+        elif kind == _NESTED:
+            sub = how[1]
+            if isinstance(v, list):
+                kwargs[name] = tuple([from_dict(sub, x) for x in v])
+            else:
+                kwargs[name] = from_dict(sub, v)
+        elif kind == _LOST:
+            kwargs[name] = _missing(v)
+        else:
+            kwargs[name] = _unplain(name, v)
+    unavailable = d.get("unavailable")
+    if unavailable:
+        if not isinstance(unavailable, Mapping):
+            raise TypeError(f"'unavailable' is a {type(unavailable).__name__}, not an object")
+        for name, m in unavailable.items():
+            if name in plan:
+                kwargs[name] = _missing(m)
+    return _builder(cls)(kwargs)
+
+
+def replace(obj: T, **changes: Any) -> T:
+    return dataclasses.replace(obj, **changes)  # type: ignore[type-var]
+
+
+def mark_all(obj: T, missing: Missing, names: Iterable[str] | None = None) -> T:
+    """A copy of `obj` with every measured field (or those named) set to `missing`."""
+    fields = tuple(names) if names is not None else obj._measured  # type: ignore[attr-defined]
+    return dataclasses.replace(obj, **{n: missing for n in fields})  # type: ignore[type-var]
+
+
+EMPTY_HOST = HostSample()
+__all__ = [
+    "PENDING",
+    "PROBE_STALE_AFTER_S",
+    "REASONS",
+    "SCHEMA",
+    "UNSUPPORTED",
+    "ChildProcess",
+    "DeviceSample",
+    "HostSample",
+    "JobInfo",
+    "LinkSample",
+    "MigDevice",
+    "Missing",
+    "ProbeStats",
+    "ProcessSample",
+    "Snapshot",
+    "SystemInfo",
+    "Topology",
+    "Val",
+    "XidEvent",
+    "present",
+    "value",
+]

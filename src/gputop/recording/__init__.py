@@ -1,0 +1,56 @@
+"""Recordings: a run's Snapshots on disk (docs/recording.md), for postmortems, replay and test
+fixtures. format: the file format and the record form of a Snapshot; writer: RecordingWriter;
+reader: RecordingReader and SeriesReader; segments: the files of a run written in segments;
+index and series_index: seeking by tick or time without reading what lies before."""
+
+from __future__ import annotations
+
+from gputop.recording.format import (
+    FOOTER_SIZE,
+    FORMAT,
+    KEYFRAME_EVERY,
+    SUMMARY,
+    VERSION,
+    SnapshotDecoder,
+    apply,
+    diff,
+    from_record,
+    read_summary,
+    summary_place,
+    to_record,
+)
+from gputop.recording.reader import (
+    ReadResult,
+    RecordingReader,
+    SeriesReader,
+    read_recording,
+    read_series,
+)
+from gputop.recording.segments import next_segment, segment_paths
+from gputop.recording.writer import COMPRESSION_LEVEL, RecordingWriter, Summarizer, round_to_sensor
+
+__all__ = [
+    "COMPRESSION_LEVEL",
+    "FOOTER_SIZE",
+    "FORMAT",
+    "KEYFRAME_EVERY",
+    "SUMMARY",
+    "VERSION",
+    "ReadResult",
+    "RecordingReader",
+    "RecordingWriter",
+    "SeriesReader",
+    "SnapshotDecoder",
+    "Summarizer",
+    "apply",
+    "diff",
+    "from_record",
+    "next_segment",
+    "read_recording",
+    "read_series",
+    "read_summary",
+    "round_to_sensor",
+    "segment_paths",
+    "summary_place",
+    "to_record",
+]

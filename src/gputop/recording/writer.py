@@ -1,0 +1,312 @@
+"""Writing a recording (docs/recording.md): RecordingWriter appends Snapshots, one flushed gzip
+stream a file, in segments of bounded size when asked, and ends each file it finishes with the
+summary its summarizer (given by the caller) makes of it."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import zlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+from gputop import __version__
+from gputop.errors import RecordingError
+from gputop.model import (
+    Snapshot,
+)
+from gputop.recording.format import (
+    FOOTER_SIZE,
+    FORMAT,
+    GZIP_WBITS,
+    KEYFRAME_EVERY,
+    SUMMARY,
+    VERSION,
+    diff,
+    footer,
+    to_record,
+)
+from gputop.recording.segments import segment_paths
+
+COMPRESSION_LEVEL = 9  # zlib's best: 8 % smaller than 6 for ~1 ms more a tick with 8 GPUs
+_GZIP_END = 16  # bytes that finishing a stream adds at most: an empty last block, the trailer
+
+
+# ----------------------------------------------------------------------------------------------
+# Writing
+
+
+def round_to_sensor(rec: dict[str, Any]) -> None:
+    """Drops the digits no sensor measured from a tick in record form (docs/recording.md).
+
+    CPU % per core and per process is counted in clock ticks (1 % of a core a second) and is
+    kept whole; the node's total CPU % to 0.1; throughputs in bytes/s (PCIe, NVLink) to 3
+    significant digits. The digits dropped are noise, which costs bytes that no compression
+    wins back."""
+    host = rec.get("host")
+    if host:
+        cores = host.get("cpu_percent_per_core")
+        if cores:
+            host["cpu_percent_per_core"] = [_whole(c) for c in cores]
+        for k in ("cpu_percent", "iowait_percent"):
+            if _is_number(v := host.get(k)):
+                host[k] = round(v, 1)
+    for p in (rec.get("processes") or {}).values():
+        if _is_number(v := p.get("cpu_percent")):
+            p["cpu_percent"] = _whole(v)
+        for c in p.get("children") or ():
+            if _is_number(v := c.get("cpu_percent")):
+                c["cpu_percent"] = _whole(v)
+    for d in (rec.get("devices") or {}).values():
+        for k in ("pcie_rx", "pcie_tx"):
+            if _is_number(v := d.get(k)):
+                d[k] = _significant(v)
+    for lk in (rec.get("links") or {}).values():
+        for k in ("rx", "tx"):
+            if _is_number(v := lk.get(k)):
+                lk[k] = _significant(v)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _whole(v: Any) -> Any:
+    return float(round(v)) if _is_number(v) and math.isfinite(v) else v
+
+
+def _significant(v: float) -> float:
+    return float(f"{v:.3g}")
+
+
+def _line(obj: Mapping[str, Any]) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+
+
+class Summarizer(Protocol):
+    """What a writer is given to summarize each file it writes (gputop.report.summary)."""
+
+    def add(self, rec: dict[str, Any], patch: dict[str, Any] | None) -> None:
+        """One tick as written: in record form, and the patch it was written as (None for a
+        keyframe)."""
+
+    def summary(self, series: str | None, segment: int | None) -> dict[str, Any]:
+        """The summary of the file being written, up to now."""
+
+    def next_file(self) -> None:
+        """The writer starts the next file of a series."""
+
+
+class RecordingWriter:
+    """Appends Snapshots to a recording. Every `write` reaches the OS before it returns.
+
+    With `max_bytes` the recording is a series of files, its segments: `path`, then `path.1`,
+    `path.2`, ... When the next tick would take the current segment past `max_bytes`, the segment
+    is finished (a complete recording on its own) and the tick opens the next one with a header
+    and a keyframe, so every segment reads on its own. With `keep`, only the newest `keep`
+    segments stay on disk: starting a segment deletes the oldest beyond them.
+
+    With a `summarizer` (gputop.report.summary.SummaryKeeper for `gputop report`) each file it
+    finishes ends with the summary the summarizer made of its ticks (docs/recording.md); without
+    one the files end after their last tick.
+    report` (docs/recording.md); a segment too small to hold one goes without."""
+
+    def __init__(self, path: str | os.PathLike[str], *, meta: Mapping[str, Any] | None = None,
+                 fsync: bool = False, keyframe_every: int = KEYFRAME_EVERY,
+                 max_bytes: int | None = None, keep: int | None = None,
+                 summarizer: Summarizer | None = None) -> None:
+        if max_bytes is not None and max_bytes <= 0:
+            raise ValueError("max_bytes must be positive")
+        if keep is not None and (keep < 1 or max_bytes is None):
+            raise ValueError("keep needs max_bytes and must be at least 1")
+        self.path = Path(path)
+        self.ticks = 0
+        self.bytes_written = 0  # in every segment, including those deleted since
+        self.segments: list[Path] = []  # on disk, oldest first; the last is being written
+        self._meta = dict(meta or {})
+        self._fsync = fsync
+        self._keyframe_every = keyframe_every
+        self._max_bytes = max_bytes
+        self._keep = keep
+        self._prev: dict[str, Any] | None = None
+        self._since_keyframe = 0
+        self._broken = False
+        self._deleted = 0  # segments deleted to honour `keep`
+        self._series = os.urandom(8).hex() if max_bytes is not None else None
+        self._summary = summarizer
+        self._summary_room = 0  # bytes kept free in a segment for its summary
+        if max_bytes is not None:
+            stale = segment_paths(self.path)
+            if stale and stale != [self.path]:
+                raise RecordingError(f"{stale[-1]} already exists",
+                                     hint="remove the old segments or choose another file name")
+        self._open(self.path)
+
+    @property
+    def current_path(self) -> Path:
+        """The segment being written."""
+        return self.segments[-1]
+
+    def write(self, snap: Snapshot) -> None:
+        if self._broken:
+            raise RecordingError(f"{self.path}: recording stopped after a write error")
+        rec = to_record(snap)
+        round_to_sensor(rec)
+        keyframe = self._prev is None or self._since_keyframe >= self._keyframe_every
+        patch = None if keyframe else diff(self._prev or {}, rec)
+        line = _line({"k": rec} if patch is None else {"d": patch})
+        z = self._z.copy() if self._max_bytes is not None else self._z
+        chunk = z.compress(line) + z.flush(zlib.Z_SYNC_FLUSH)
+        if (self._max_bytes is not None and self._segment_ticks > 0
+                and self._segment_bytes + len(chunk) + _GZIP_END + self._summary_room
+                > self._max_bytes):
+            self._next_segment()
+            keyframe, patch, z = True, None, self._z
+            chunk = z.compress(_line({"k": rec})) + z.flush(zlib.Z_SYNC_FLUSH)
+        self._write(chunk)
+        self._z = z
+        self._prev = rec
+        self._since_keyframe = 1 if keyframe else self._since_keyframe + 1
+        self._segment_ticks += 1
+        self.ticks += 1
+        if self._summary is not None:
+            self._summarize(rec, patch, keyframe)
+
+    def _summarize(self, rec: dict[str, Any], patch: dict[str, Any] | None,
+                   keyframe: bool) -> None:
+        try:
+            self._summary.add(rec, patch)
+            n = self._segment_ticks
+            if self._max_bytes is not None and (keyframe or n & (n - 1) == 0):
+                # Keep room for the summary as it grows: it is measured at 1, 2, 4 ... ticks
+                # and at every keyframe, and about doubles at most in between (findings add a
+                # little more). One that would take over a quarter of a segment is not worth
+                # it: such small segments go without.
+                need = 2 * len(self._summary_member()) + 16384 + FOOTER_SIZE
+                self._summary_room = need if need <= self._max_bytes // 4 else 0
+        except Exception:  # a summary is an extra: the recording goes on without it
+            self._summary = None
+            self._summary_room = 0
+
+    def _summary_member(self) -> bytes:
+        z = zlib.compressobj(COMPRESSION_LEVEL, zlib.DEFLATED, GZIP_WBITS)
+        segment = len(self.segments) - 1 + self._deleted if self._series is not None else None
+        body = self._summary.summary(self._series, segment)
+        return z.compress(_line({SUMMARY: body})) + z.flush(zlib.Z_FINISH)
+
+    def _open(self, path: Path) -> None:
+        try:
+            self._f: IO[bytes] = open(path, "xb")  # noqa: SIM115 - closed in _finish()
+        except FileExistsError:
+            self._broken = bool(self.segments)
+            raise RecordingError(f"{path} already exists",
+                                 hint="choose another file name or remove it first") from None
+        except OSError as e:
+            self._broken = bool(self.segments)
+            raise RecordingError(f"cannot create {path}: {e.strerror or e}") from None
+        self.segments.append(path)
+        self._z = zlib.compressobj(COMPRESSION_LEVEL, zlib.DEFLATED, GZIP_WBITS)
+        self._segment_bytes = self._segment_ticks = 0
+        header: dict[str, Any] = {"type": "header", "format": FORMAT, "version": VERSION,
+                                  "gputop": __version__, "meta": self._meta}
+        if self._series is not None:
+            header["series"] = self._series
+            header["segment"] = len(self.segments) - 1 + self._deleted
+        z = self._z
+        self._write(z.compress(_line(header)) + z.flush(zlib.Z_SYNC_FLUSH))
+
+    def _next_segment(self) -> None:
+        """Finishes the current segment and starts the next, deleting the oldest beyond `keep`."""
+        e = self._finish()
+        if e is not None:
+            raise RecordingError(f"cannot write {self.current_path}: {e.strerror or e}",
+                                 hint=f"the {self.ticks} ticks written before are kept")
+        n = len(self.segments) + self._deleted
+        self._open(self.path.with_name(f"{self.path.name}.{n}"))
+        while self._keep is not None and len(self.segments) > self._keep:
+            old = self.segments.pop(0)
+            self._deleted += 1
+            try:
+                old.unlink()
+            except OSError:
+                pass  # gone already, or not ours to delete: recording goes on
+
+    def _write(self, chunk: bytes) -> None:
+        try:
+            self._f.write(chunk)
+            self._f.flush()
+            if self._fsync:
+                os.fsync(self._f.fileno())
+        except OSError as e:
+            # The compressor has taken a tick the file lacks: finishing the stream now would
+            # write a checksum over it. Stop here; the file stays readable up to its last tick.
+            self._broken = True
+            raise RecordingError(
+                f"cannot write {self.current_path}: {e.strerror or e}",
+                hint=f"the {self.ticks} ticks written before are kept",
+            ) from None
+        self.bytes_written += len(chunk)
+        self._segment_bytes += len(chunk)
+
+    def _finish(self) -> OSError | None:
+        """Ends the current segment's gzip stream (unless a write failed), appends its summary
+        and closes it."""
+        if self._f.closed:
+            return None
+        try:
+            if not self._broken:
+                end = self._z.flush(zlib.Z_FINISH)
+                self._f.write(end)
+                self._f.flush()
+                self.bytes_written += len(end)
+                self._segment_bytes += len(end)
+                self._append_summary()
+        except OSError as e:
+            self._broken = True  # the file lacks only its end marker: it reads to its last tick
+            return e
+        finally:
+            self._f.close()
+        if self._summary is not None:
+            self._summary.next_file()
+        return None
+
+    def _append_summary(self) -> None:
+        """The summary's gzip member, then the footer saying where it starts. A file without
+        room for them, or where writing them fails, ends at its ticks' end marker instead."""
+        if self._summary is None:
+            return
+        try:
+            member = self._summary_member()
+        except Exception:  # a summary is an extra: the file is complete without it
+            self._summary = None
+            return
+        at = self._segment_bytes
+        if self._max_bytes is not None and at + len(member) + FOOTER_SIZE > self._max_bytes:
+            return
+        data = member + footer(at, len(member))
+        try:
+            self._f.write(data)
+            self._f.flush()
+            if self._fsync:
+                os.fsync(self._f.fileno())
+        except OSError:
+            try:
+                self._f.truncate(at)  # back to a complete file without a summary
+            except OSError:
+                pass
+            raise
+        self.bytes_written += len(data)
+        self._segment_bytes += len(data)
+
+    def close(self) -> None:
+        self._finish()
+
+    def __enter__(self) -> RecordingWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+

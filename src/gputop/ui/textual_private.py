@@ -1,0 +1,99 @@
+"""Workarounds that reach into Textual's private API, all in this one file, each checking that
+Textual still has the shape it was written against and otherwise leaving Textual as it is.
+
+A partial repaint writes the cells that changed, not the line up to them.
+
+Textual turns a repaint of a region into, for each screen line, the widget's line from the
+widget's left edge up to the region's end (textual issue #5625): a card whose power figure
+changed at column 40 rewrites its border, labels and bars before it, each style run with its
+own escape sequence. The widgets here refresh exactly the cells that changed
+(`render.changed_spans`), so the update starts where the region starts: at the first dirty
+cell, or at the start of its segment where a character two cells wide could be cut. With 8 GPUs
+this cuts what a tick sends to the terminal by more than half (bench/ui_bench.py).
+
+Textual's update class is private; `install` checks that it still has the shape this code was
+written against and otherwise leaves Textual as it is (tests/ui/test_output.py then fails)."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from rich.cells import cell_len
+from rich.color import ColorSystem
+from rich.console import Console
+from rich.control import Control
+from textual.strip import Strip
+
+try:
+    from textual._compositor import ChopsUpdate
+except ImportError:  # pragma: no cover - a Textual without it keeps its own behaviour
+    ChopsUpdate = None  # type: ignore[assignment,misc]
+
+_EXPECTED = ("chops", "spans", "chop_ends")
+
+
+def render_segments(self: Any, console: Console) -> str:
+    """`ChopsUpdate.render_segments`, each line's update starting at its dirty span."""
+    sequences: list[str] = []
+    append = sequences.append
+    move_to = Control.move_to
+    render = Strip.render_style
+    color_system = console._color_system or ColorSystem.TRUECOLOR  # as Strip.render does
+    chops = self.chops
+    chop_ends = self.chop_ends
+    last_y = self.spans[-1][0]
+    for y, x1, x2 in self.spans:
+        for end, (x, strip) in zip(chop_ends[y], chops[y].items()):
+            if strip is None or x > x2 or end <= x1:
+                continue
+            if x >= x1 and end <= x2:  # the whole chop: its rendering is cached
+                append(move_to(x, y).segment.text)
+                append(strip.render(console))
+                continue
+            # The segments over [x1, x2), cut at cell edges; a segment with characters two
+            # cells wide is written whole (its cells beyond the span are current too).
+            stop = min(end, x2)
+            pos = x
+            moved = False
+            for text, style, _ in strip:
+                width = cell_len(text)
+                seg_end = pos + width
+                if seg_end <= x1:
+                    pos = seg_end
+                    continue
+                if pos >= stop:
+                    break
+                if width == len(text):
+                    left = max(pos, x1)
+                    text = text[left - pos: min(seg_end, stop) - pos]
+                else:
+                    left = pos
+                if not moved:
+                    append(move_to(left, y).segment.text)
+                    moved = True
+                append(text if style is None else render(style, text, color_system))
+                pos = seg_end
+        if y != last_y:
+            append("\n")
+    return "".join(sequences)
+
+
+def install() -> bool:
+    """Use `render_segments` for Textual's partial updates; True when it is in place."""
+    if ChopsUpdate is None:
+        return False
+    if ChopsUpdate.render_segments is render_segments:
+        return True
+    params = inspect.signature(ChopsUpdate.__init__).parameters
+    if not all(name in params for name in _EXPECTED):
+        return False
+    ChopsUpdate.render_segments = render_segments  # type: ignore[method-assign]
+    return True
+
+
+def installed() -> bool:
+    """Whether a repaint starts at its first dirty cell. Where it does not, each separate run
+    of changed cells on a line would resend the line from its start: widgets then repaint
+    one run from the first change to the last."""
+    return ChopsUpdate is not None and ChopsUpdate.render_segments is render_segments

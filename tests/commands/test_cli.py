@@ -1,0 +1,165 @@
+"""The `gputop` command as a user meets it: one-shot output, JSON, recording, and errors that are
+one line and a non-zero exit, never a traceback."""
+
+from __future__ import annotations
+
+import ctypes.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gputop.commands.main import main
+from gputop.model import Snapshot
+from gputop.recording import read_recording
+from gputop.testing.fake_nvml import FakeNvml, Fault
+from gputop.testing.synthetic import node, series
+
+HAVE_NVML = ctypes.util.find_library("nvidia-ml") is not None
+
+
+def gputop(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gputop", *args], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, **(env or {})})
+
+
+def test_version() -> None:
+    r = gputop("--version")
+    assert r.returncode == 0
+    assert r.stdout.startswith("gputop ")
+
+
+def test_once_prints_every_gpu_and_process(capsys: pytest.CaptureFixture[str]) -> None:
+    with FakeNvml([node(8, links=18)]):
+        assert main(["--once"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("NVIDIA H100 80GB HBM3") == 8
+    assert "driver 580.159.04" in out and "CUDA 13.0" in out
+    assert "PWR CAP" in out
+    for pid in range(1000, 1008):
+        assert f" {pid} " in out
+
+
+def test_once_json_is_the_documented_snapshot(capsys: pytest.CaptureFixture[str]) -> None:
+    with FakeNvml([node(2)]):
+        assert main(["--once", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == "gputop.snapshot/1"
+    assert [d["name"] for d in doc["devices"]] == ["NVIDIA H100 80GB HBM3"] * 2
+    assert doc["devices"][0]["mem_total"] == 85520809984
+    assert doc["devices"][0]["fan"] is None
+    assert doc["devices"][0]["unavailable"]["fan"] == {"reason": "unsupported"}
+    assert [p["pid"] for p in doc["processes"]] == [1000, 1001]
+    assert Snapshot.from_dict(doc).devices[0].name == "NVIDIA H100 80GB HBM3"
+
+
+def test_devices_filter(capsys: pytest.CaptureFixture[str]) -> None:
+    with FakeNvml([node(4)]):
+        assert main(["--once", "--json", "--devices", "1,3"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [d["index"] for d in doc["devices"]] == [1, 3]
+    assert [p["device_index"] for p in doc["processes"]] == [1, 3]
+
+
+@pytest.mark.parametrize("code, words", [
+    (18, "gputop: NVIDIA driver/library version mismatch: the driver was upgraded without a "
+         "reboot"),
+    (9, "gputop: NVIDIA driver is not loaded"),
+    (4, "gputop: no permission to open the NVIDIA devices"),
+])
+def test_driver_faults_are_one_line_and_exit_1(code: int, words: str,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    with FakeNvml(series(1), faults=[Fault("nvmlInitWithFlags", code)]):
+        assert main(["--once"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(words)
+    assert err.count("\n") == 1
+
+
+@pytest.mark.skipif(HAVE_NVML, reason="this machine has an NVIDIA driver")
+def test_no_driver_on_this_machine_is_one_line_not_a_traceback() -> None:
+    r = gputop("--once")
+    assert r.returncode == 1
+    assert r.stderr.startswith("gputop: NVIDIA driver library (libnvidia-ml.so.1) not found")
+    assert r.stderr.count("\n") == 1
+    assert "Traceback" not in r.stderr
+
+
+def test_a_pipe_gets_one_snapshot_like_once() -> None:
+    r = gputop("--demo")  # stdout is a pipe here
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("NVIDIA H100 80GB HBM3") == 8
+    assert "slurm:48213" in r.stdout
+
+
+def test_demo_once_json() -> None:
+    r = gputop("--demo", "--once", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert len(doc["devices"]) == 8
+    assert len(doc["links"]) == 8 * 18
+
+
+def test_headless_recording_of_the_demo(tmp_path: Path) -> None:
+    out = tmp_path / "run.gputop"
+    r = gputop("--demo", "--record", str(out), "--count", "3", "--interval", "0.05")
+    assert r.returncode == 0, r.stderr
+    assert "3 snapshots" in r.stderr
+    snaps = read_recording(out).snapshots
+    assert len(snaps) == 3 and len(snaps[0].devices) == 8
+
+
+def test_recording_into_a_missing_directory_is_one_line(tmp_path: Path) -> None:
+    r = gputop("--demo", "--record", str(tmp_path / "no" / "such" / "dir.gputop"),
+               "--count", "1")
+    assert r.returncode == 1
+    assert r.stderr.startswith("gputop: cannot create")
+    assert "Traceback" not in r.stderr
+
+
+def test_bad_arguments_exit_2() -> None:
+    r = gputop("--interval", "0")
+    assert r.returncode == 2
+    assert "must be greater than 0" in r.stderr
+
+
+def test_untrusted_process_text_cannot_reach_the_terminal(capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from gputop.ui.view.table import render
+
+    snap = node(1)
+    import dataclasses
+    evil = dataclasses.replace(snap.processes[0], user="\x1b[31mroot",
+                               cmdline=("python", "\x1b]0;pwned\x07", "[red]x[/red]"))
+    out = render(dataclasses.replace(snap, processes=(evil,)))
+    assert "\x1b" not in out and "\x07" not in out
+    assert "\\x1b]0;pwned\\x07 [red]x[/red]" in out
+
+
+REALDATA = Path(__file__).resolve().parents[1] / "data" / "realdata" / "nvidia-smi-xml"
+
+
+def test_import_nvidia_smi_dumps_then_replay_them(tmp_path: Path) -> None:
+    out = tmp_path / "t4.gputop"
+    r = gputop("import", "-o", str(out), str(REALDATA / "tesla-t4_x1_drv515_telegraf.xml"))
+    assert r.returncode == 0, r.stderr
+    r = gputop("replay", str(out))  # a pipe: prints the last snapshot
+    assert r.returncode == 0, r.stderr
+    assert "Tesla T4" in r.stdout and "27/70 W" in r.stdout
+
+
+def test_replay_of_a_file_of_the_wrong_kind_is_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "notes.txt"
+    bad.write_text("not a recording")
+    r = gputop("replay", str(bad))
+    assert r.returncode == 1
+    assert r.stderr == f"gputop: {bad} is not a gputop recording: expected a gzip stream of " \
+                       "JSON lines\n"
+
+
+def test_unknown_command() -> None:
+    r = gputop("frobnicate")
+    assert r.returncode == 2 and "unknown command" in r.stderr

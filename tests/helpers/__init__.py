@@ -1,0 +1,1 @@
+"""What several test modules share: builders of test data and waits for async tests."""

@@ -8,7 +8,9 @@ Prometheus scrapes every 15 s.
   then the diagnostics engine. The fake library runs in Python, so this is an upper bound of
   gputop's share; a real NVML adds its driver time (docs/architecture.md).
 - scrape: the latest snapshot to Prometheus text, in process; then over HTTP, as the CPU the
-  serving process spends per scrape (measured with psutil on a `gputop serve --demo` process).
+  serving process spends per scrape (measured with psutil on a `gputop serve --demo` process),
+  once as a plain client asks (text, uncompressed) and once as Prometheus asks (OpenMetrics,
+  gzip), with the bytes each sends.
 """
 
 from __future__ import annotations
@@ -78,8 +80,15 @@ def render_cost(snap, runs: int = 200) -> tuple[float, int]:
     return statistics.median(costs) * 1e3, size
 
 
-def http_scrape_cost(scrapes: int = 200) -> float:
-    """CPU ms the serving process spends per HTTP scrape (no polls in the window)."""
+PLAIN: dict[str, str] = {}
+PROMETHEUS = {"Accept": "application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
+                        "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+              "Accept-Encoding": "gzip"}
+
+
+def http_scrape_cost(scrapes: int = 200) -> dict[str, tuple[float, int]]:
+    """CPU ms the serving process spends per HTTP scrape (no polls in the window), and the bytes
+    of one answer, for a plain client and for Prometheus."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "gputop", "serve", "--demo", "--interval", "3600",
          "--metrics", "127.0.0.1:0"], stderr=subprocess.PIPE, text=True)
@@ -90,13 +99,17 @@ def http_scrape_cost(scrapes: int = 200) -> float:
         if not m:
             raise RuntimeError(f"gputop serve did not start: {line!r}")
         url = m.group(1)
-        for _ in range(5):
-            urllib.request.urlopen(url, timeout=10).read()
         server = psutil.Process(proc.pid)
-        before = sum(server.cpu_times()[:2])
-        for _ in range(scrapes):
-            urllib.request.urlopen(url, timeout=10).read()
-        return (sum(server.cpu_times()[:2]) - before) / scrapes * 1e3
+        out = {}
+        for name, headers in (("plain", PLAIN), ("prometheus", PROMETHEUS)):
+            request = urllib.request.Request(url, headers=headers)
+            for _ in range(5):
+                size = len(urllib.request.urlopen(request, timeout=10).read())
+            before = sum(server.cpu_times()[:2])
+            for _ in range(scrapes):
+                urllib.request.urlopen(request, timeout=10).read()
+            out[name] = ((sum(server.cpu_times()[:2]) - before) / scrapes * 1e3, size)
+        return out
     finally:
         proc.terminate()
         proc.wait(timeout=10)
@@ -108,10 +121,13 @@ def main() -> None:
     print(f"8 GPUs: {len(snap.devices)} devices, {len(snap.processes)} processes, "
           f"{len(snap.links)} NVLink links  (cpus: {os.cpu_count()})")
     render_ms, size = render_cost(snap)
-    http_ms = http_scrape_cost()
+    http = http_scrape_cost()
+    http_ms = http["prometheus"][0]
     demo_ms = demo_poll_cost()
     print(f"scrape, snapshot to text (in process):  {render_ms:6.2f} ms CPU, {size / 1024:.0f} KiB")
-    print(f"scrape over HTTP (server process CPU):  {http_ms:6.2f} ms CPU")
+    for name, (ms, sent) in http.items():
+        print(f"scrape over HTTP, {name + ':':<12} {ms:6.2f} ms CPU (server process), "
+              f"{sent / 1024:.1f} KiB sent")
     print(f"poll, --demo (decode tick + diagnose):  {demo_ms:6.2f} ms CPU")
     for interval in (5.0, 15.0, 30.0):
         poll_ms, diagnose_ms = poll_cost(snaps, interval)

@@ -417,10 +417,7 @@ def device_sample(i: int, static: GpuStatic, t: float, act: Activity, st: GpuSta
         pcie_gen_max=5, pcie_width=16, pcie_width_max=16, pcie_rx=pcie_rx, pcie_tx=pcie_tx,
         pcie_replays=PCIE_REPLAYS[i],
         enc_util=0, dec_util=0,
-        ecc_enabled=True, ecc_corrected=0, ecc_uncorrected=0, ecc_uncorrected_total=0,
-        # page retirement is the pre-Ampere scheme: NOT_SUPPORTED on an H100 (measured)
-        retired_pages=Missing("unsupported"), retired_pending=Missing("unsupported"),
-        remapped_corrected=0,
+        ecc_enabled=True, ecc_corrected=0, ecc_uncorrected=0, remapped_corrected=0,
         remapped_uncorrected=0, remap_pending=False, remap_failed=False, mig_enabled=False,
         numa_node=i // 4, cpu_affinity=cpu_list(i // 4),
         **gpm(act, rng),

@@ -4,6 +4,8 @@ one line and a non-zero exit, never a traceback."""
 from __future__ import annotations
 
 import ctypes.util
+import importlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -19,6 +21,7 @@ from gputop.testing.fake_nvml import FakeNvml, Fault
 from gputop.testing.synthetic import node, series
 
 HAVE_NVML = ctypes.util.find_library("nvidia-ml") is not None
+_find_spec = importlib.util.find_spec
 
 
 def gputop(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -163,3 +166,42 @@ def test_replay_of_a_file_of_the_wrong_kind_is_one_line(tmp_path: Path) -> None:
 def test_unknown_command() -> None:
     r = gputop("frobnicate")
     assert r.returncode == 2 and "unknown command" in r.stderr
+
+
+def test_once_shows_a_draw_without_a_known_limit_as_watts_alone() -> None:
+    import dataclasses
+
+    from gputop.model import Missing
+    from gputop.ui.view.table import render
+
+    snap = node(1)
+    gpu = dataclasses.replace(snap.devices[0], power_draw=636.0,
+                              power_limit=Missing("unsupported"), clock_sm=Missing("unsupported"))
+    out = render(dataclasses.replace(snap, devices=(gpu,)))
+    assert "636 W" in out and "n/s W" not in out and "/n/s" not in out
+    assert "n/s MHz" not in out  # nor a unit after a clock it does not know
+
+
+@pytest.mark.parametrize("amdsmi_installed", [False, True])
+def test_no_gpu_at_all_names_demo_and_with_amdsmi_rocm_too(
+        amdsmi_installed: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import gputop.sources.amd
+
+    monkeypatch.setattr(gputop.sources.amd, "amd_gpu_present", lambda *a, **k: False)
+    if amdsmi_installed:  # an importable amdsmi package, as `pip install gputop[amd]` leaves
+        (tmp_path / "amdsmi").mkdir()
+        (tmp_path / "amdsmi" / "__init__.py").write_text("")
+        monkeypatch.syspath_prepend(str(tmp_path))
+    else:
+        monkeypatch.setattr(importlib.util, "find_spec",
+                            lambda name, *a: None if name == "amdsmi" else _find_spec(name, *a))
+    importlib.invalidate_caches()
+    with FakeNvml(series(1), faults=[Fault("nvmlInitWithFlags", 12)]):  # library not found
+        assert main(["--once"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("gputop: NVIDIA driver library (libnvidia-ml.so.1) not found")
+    assert err.count("\n") == 1
+    assert "gputop --demo" in err
+    assert ("ROCm" in err) is amdsmi_installed
+

@@ -67,10 +67,11 @@ def test_new_uncorrectable_ecc_errors_are_critical() -> None:
 
 
 def test_one_tick_names_lifetime_ecc_errors_and_a_pending_page_retirement() -> None:
-    snap = with_gpu(steady(1, n=2)[0], 1, ecc_uncorrected=0, ecc_uncorrected_total=3,
-                    retired_pending=True)
+    snap = with_gpu(steady(1, n=2)[0], 1, ecc_uncorrected=0, ecc_uncorrected_aggregate=3,
+                    retire_pending=True, ecc_sram_threshold_exceeded=True)
     found = {c.id: c for c in health.check_memory_errors([snap])}
-    assert set(found) == {"ecc.lifetime", "ecc.retire_pending"}
+    assert set(found) == {"ecc.lifetime", "ecc.retire_pending", "ecc.sram_threshold"}
+    assert found["ecc.sram_threshold"].severity == "critical"
     assert found["ecc.lifetime"].severity == "warning"
     assert found["ecc.lifetime"].title == "GPU1: 3 uncorrectable ECC error(s) over its lifetime"
     assert found["ecc.retire_pending"].device == 1

@@ -5,9 +5,12 @@ metrics, hostile process names that stay one label value, and a real scrape over
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
 import re
+import shutil
 import socket
+import subprocess
 import threading
 import time
 import urllib.error
@@ -17,6 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.openmetrics.parser import (
+    text_string_to_metric_families as openmetrics_families,
+)
 from prometheus_client.parser import text_string_to_metric_families
 
 from gputop.commands.args import parse_address
@@ -182,6 +188,35 @@ def test_hostname_flag_wins_over_the_recorded_host(demo: Snapshot) -> None:
             if "Hostname" in s.labels} == {"node-b"}
 
 
+def test_hostname_label_spelled_as_dcgm_exporters_next_release(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--demo", "--once", "--hostname", "node-c",
+                 "--hostname-label", "hostname"]) == 0
+    fams = parse(capsys.readouterr().out)
+    labelled = [s.labels for f in fams.values() for s in f.samples
+                if not f.name.startswith("process_")]
+    assert all("Hostname" not in labels for labels in labelled)
+    assert {labels.get("hostname") for labels in labelled} == {"node-c"}
+    labels = fams["DCGM_FI_DEV_GPU_UTIL"].samples[0].labels
+    assert list(labels)[5] == "hostname"  # where dcgm-exporter writes it
+    with pytest.raises(SystemExit):
+        main(["serve", "--demo", "--once", "--hostname-label", "HOSTNAME"])
+    assert "invalid choice" in capsys.readouterr().err
+
+
+def test_nvlink_bandwidth_total_is_a_counter_of_dcgms_whole_mb_per_s(demo: Snapshot) -> None:
+    text = scrape(state_of(demo))
+    assert "# TYPE DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL counter\n" in text
+    fams = parse(text)
+    rx = sum(lk.rx for lk in demo.links if lk.device_index == 3)
+    tx = sum(lk.tx for lk in demo.links if lk.device_index == 3)
+    got = value(fams, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", gpu="3")
+    assert got == int((rx + tx) / 1024 / 1000) > 0
+    assert re.search(r"^DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL\{.*\} \d+$", text, re.M)
+    assert "gputop_host_cpu_count" not in text
+    assert value(fams, "gputop_host_cpus") == demo.host.cpu_count
+
+
 # ----------------------------------------------------------------------------------------------
 # gputop's own metrics
 
@@ -339,6 +374,93 @@ def test_a_real_scrape_over_loopback(served: str) -> None:
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(served + "/nothing", timeout=10)
     assert e.value.code == 404
+
+
+# What Prometheus 2.42 (Debian 12's) and 3.x send.
+PROMETHEUS_2_ACCEPT = ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
+                       "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
+PROMETHEUS_3_ACCEPT = ("application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.5,"
+                       "application/openmetrics-text;version=0.0.1;q=0.4,text/plain;"
+                       "version=1.0.0;escaping=allow-utf-8;q=0.3,text/plain;version=0.0.4;q=0.2,"
+                       "*/*;q=0.1")
+
+
+def get(url: str, **headers: str) -> tuple[dict[str, str], bytes]:
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as r:
+        return dict(r.headers.items()), r.read()
+
+
+@pytest.mark.parametrize("accept", [PROMETHEUS_2_ACCEPT, PROMETHEUS_3_ACCEPT])
+def test_prometheus_gets_openmetrics_gzipped_with_the_same_series(served: str,
+                                                                  accept: str) -> None:
+    headers, body = get(served + "/metrics", Accept=accept, **{"Accept-Encoding": "gzip"})
+    assert headers["Content-Type"].startswith("application/openmetrics-text; version=1.0.0")
+    assert headers["Content-Encoding"] == "gzip"
+    assert int(headers["Content-Length"]) == len(body)
+    text = gzip.decompress(body).decode("utf-8")
+    assert text.endswith("# EOF\n")
+    om = {f.name: f for f in openmetrics_families(text)}  # the strict OpenMetrics parser
+    _, plain = get(served + "/metrics")
+    assert len(body) * 5 < len(plain)
+    # The same samples under the same names in either format (as on the wire: the text parser
+    # would rename DCGM's counters).
+    def names(text: str) -> set[str]:
+        return {n for n in re.findall(r"^([A-Za-z_:][A-Za-z0-9_:]*)", text, re.M)
+                if not n.startswith("process_") and not n.endswith("_created")}
+    assert names(text) == names(plain.decode()) != set()
+    # DCGM's counters keep their names; OpenMetrics types them unknown, gputop's stay counters.
+    assert om["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"].type == "unknown"
+    assert om["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"].samples[0].name == \
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
+    assert om["gputop_poll_errors"].type == "counter"
+    assert om["DCGM_FI_DEV_GPU_UTIL"].type == "gauge"
+
+
+@pytest.mark.parametrize(("headers", "encoding"), [
+    ({}, None),
+    ({"Accept": "text/plain;version=0.0.4"}, None),
+    ({"Accept": "text/plain;version=0.0.4", "Accept-Encoding": "gzip, deflate"}, "gzip"),
+    ({"Accept": "application/json", "Accept-Encoding": "br"}, None),
+])
+def test_other_scrapers_get_the_text_format(served: str, headers: dict[str, str],
+                                            encoding: str | None) -> None:
+    got, body = get(served + "/metrics", **headers)
+    assert got["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+    assert got.get("Content-Encoding") == encoding
+    text = (gzip.decompress(body) if encoding else body).decode("utf-8")
+    assert "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter\n" in text
+
+
+PROMTOOL = shutil.which("promtool")
+# dcgm-exporter's own names, which promtool's lint does not like and dashboards depend on.
+DCGM_LABELS = {"UUID", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION", "GPU_I_PROFILE",
+               "GPU_I_ID"}
+
+
+@pytest.mark.skipif(PROMTOOL is None, reason="promtool is not installed (Debian: prometheus)")
+@pytest.mark.parametrize("args", [["--demo"], ["--demo", "--hostname-label", "hostname"]])
+def test_promtool_finds_nothing_but_dcgm_exporters_own_names(
+        args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--once", *args]) == 0
+    text = capsys.readouterr().out
+    r = subprocess.run([str(PROMTOOL), "check", "metrics"], input=text, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode in (0, 3), r.stderr  # 3: lint problems, listed on stderr
+    fams = parse(text)
+    problems = set(r.stdout.splitlines() + r.stderr.splitlines())
+    assert problems, "promtool found nothing: is it reading the scrape?"
+    for line in problems:
+        metric, _, problem = line.partition(" ")
+        if problem == 'counter metrics should have "_total" suffix' or \
+                problem == "metric name should not include type 'counter'":
+            assert metric.startswith("DCGM_FI_"), line
+        elif problem == "label names should be written in 'snake_case' not 'camelCase'":
+            family = metric.removesuffix("_total") if metric.startswith("gputop_") else metric
+            labels = {k for s in fams[family].samples for k in s.labels}
+            camel = {k for k in labels if k != k.lower()}
+            assert camel and camel <= DCGM_LABELS, line
+        else:
+            raise AssertionError(f"promtool: {line}")
 
 
 def test_port_in_use_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -10,9 +10,6 @@ every second, and a node flagged within two scrape intervals of its exporter sto
 
 from __future__ import annotations
 
-import select
-import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -45,6 +42,7 @@ from gputop.testing.fake_prometheus import (
     FleetAnswers,
     error,
 )
+from gputop.testing.prometheus_server import PROMETHEUS, free_port, prometheus, serve, stop
 from gputop.ui.fleet import FleetApp, NodeScreen
 from gputop.ui.view.status import CROSS
 
@@ -122,6 +120,33 @@ def test_a_node_whose_newest_sample_is_older_than_two_scrape_intervals_is_stale(
         answers.nodes[1].sample_age = 2.1
         b = by_name(fleet.refresh())["node-b"]
     assert b.state == STALE and "no new sample for 2 s" in b.why
+
+
+# dcgm-exporter run with a counter list of its own: no FB_USED, no GPU_TEMP.
+SOME_COUNTERS = frozenset({"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_POWER_USAGE",
+                           "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"})
+
+
+def test_a_node_without_memory_or_temperature_is_judged_alike_live_and_once(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    answers = two_nodes()
+    answers.nodes[1].metrics = SOME_COUNTERS
+    with fleet_of(answers) as (fleet, prom):
+        fleet.open()
+        for _ in range(5):  # the dashboard, refreshing while the node is scraped as ever
+            answers.time += 30
+            b = by_name(fleet.refresh())["node-b"]
+            assert b.state == UP, b.why
+            assert b.last_seen == answers.time - 0.5
+            assert main(["fleet", "--prometheus", prom.url, "--once"]) == 0
+            assert capsys.readouterr().out.splitlines()[3].split()[:2] == ["node-b", "up"]
+        assert b.gpus[0].util == 95 and b.gpus[0].mem_used is None and b.temp_max is None
+        # Its samples stop coming: both say STALE.
+        answers.nodes[1].sample_age = 2.5
+        b = by_name(fleet.refresh())["node-b"]
+        assert b.state == STALE and "no new sample for 2 s" in b.why
+        assert main(["fleet", "--prometheus", prom.url, "--once"]) == 0
+        assert capsys.readouterr().out.splitlines()[3].split()[:2] == ["node-b", "STALE"]
 
 
 def test_scrape_interval_given_by_the_user_wins_over_the_targets() -> None:
@@ -266,14 +291,8 @@ def test_a_bare_host_and_port_means_http() -> None:
     assert normalize_url("https://prom.example/prometheus/") == "https://prom.example/prometheus"
 
 
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_nothing_listening_is_one_line_at_start(capsys: pytest.CaptureFixture[str]) -> None:
-    port = closed_port()
+    port = free_port()
     assert main(["fleet", "--prometheus", f"127.0.0.1:{port}", "--once"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1
@@ -442,39 +461,9 @@ async def test_a_bug_in_a_refresh_is_shown_and_the_refreshes_go_on() -> None:
 
 # -- a real Prometheus ---------------------------------------------------------------------------
 
-PROMETHEUS = shutil.which("prometheus")
 SCRAPE_S = 1.0
 real = pytest.mark.skipif(PROMETHEUS is None, reason="the prometheus binary is not installed "
                           "(Debian/Ubuntu: apt-get install prometheus)")
-
-
-def serve(*args: str) -> tuple[subprocess.Popen[str], int]:
-    """`gputop serve ... --metrics 127.0.0.1:0`, and the port it says it bound."""
-    proc = subprocess.Popen([sys.executable, "-m", "gputop", "serve", *args,
-                             "--metrics", "127.0.0.1:0"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([proc.stderr], [], [], 0.2)
-        if ready:
-            line = proc.stderr.readline()
-            if "serving metrics on http://127.0.0.1:" in line:
-                return proc, int(line.split("127.0.0.1:")[1].split("/")[0])
-            if not line:
-                break
-    proc.kill()
-    raise AssertionError(f"gputop serve did not start: {proc.stderr.read()}")
-
-
-def stop(proc: subprocess.Popen[str]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @contextmanager
@@ -490,23 +479,13 @@ def real_fleet(tmp: Path) -> Iterator[tuple[str, dict[str, subprocess.Popen[str]
         for t in range(30):
             w.write(synthetic.node(2, time=1_800_000_000.0 + t, processes=False))
     exporters: dict[str, subprocess.Popen[str]] = {}
-    prom = None
     try:
         exporters["node-a"], port_a = serve("--demo", "--hostname", "node-a")
         exporters["node-b"], port_b = serve("--replay", str(recording), "--hostname", "node-b")
-        (tmp / "prometheus.yml").write_text(
-            f"global:\n  scrape_interval: {SCRAPE_S:g}s\n  scrape_timeout: {SCRAPE_S:g}s\n"
-            "scrape_configs:\n  - job_name: gputop\n    static_configs:\n"
-            f"      - targets: ['127.0.0.1:{port_a}', '127.0.0.1:{port_b}']\n")
-        port = closed_port()
-        prom = subprocess.Popen(
-            [str(PROMETHEUS), f"--config.file={tmp / 'prometheus.yml'}",
-             f"--storage.tsdb.path={tmp / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}",
-             "--log.level=error"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            cwd=tmp)
-        yield f"http://127.0.0.1:{port}", exporters
+        with prometheus(tmp, [port_a, port_b], scrape_s=SCRAPE_S) as url:
+            yield url, exporters
     finally:
-        for proc in [*exporters.values(), *([prom] if prom else [])]:
+        for proc in exporters.values():
             stop(proc)
 
 

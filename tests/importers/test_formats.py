@@ -478,3 +478,65 @@ def test_importing_logs_does_not_load_the_ui():
             "print(','.join(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich')))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stdout.strip() == ""
+
+
+# ----------------------------------------------------------------------------------------------
+# What the import says
+
+
+UNTIMED_CSV = "index, utilization.gpu [%]\n0, 10 %\n0, 30 %\n"
+
+
+def test_with_both_start_and_interval_given_the_warning_asks_for_neither():
+    result = import_logs([("u.csv", UNTIMED_CSV)], start=utc(2024, 5, 1), interval=5.0)
+    assert result.warnings == ["u.csv: no timestamp column: moments are taken 5 s apart from "
+                               "2024-05-01 00:00:00 UTC, as --start and --interval say"]
+    assert [s.time for s in result.snapshots] == [utc(2024, 5, 1), utc(2024, 5, 1, 0, 0, 5)]
+
+
+@pytest.mark.parametrize(("start", "interval", "ask"), [
+    (None, None, "(set them with --start and --interval)"),
+    (0.0, None, "(set the spacing with --interval)"),
+    (None, 2.0, "(set when the log began with --start)"),
+])
+def test_the_warning_asks_only_for_what_was_not_given(start, interval, ask):
+    (warning,) = import_logs([("u.csv", UNTIMED_CSV)], start=start, interval=interval).warnings
+    assert warning.endswith(ask)
+
+
+def test_a_log_from_a_loop_with_both_given_through_the_command(tmp_path, capsys):
+    log = tmp_path / "u.csv"
+    log.write_text(UNTIMED_CSV)
+    assert gputop_main(["import", "-o", str(tmp_path / "u.gputop"), "--start", "1714521600",
+                        "--interval", "5", str(log)]) == 0
+    err = capsys.readouterr().err
+    assert "as --start and --interval say" in err and "set them" not in err
+
+
+NOHEADER_NO_STAMP = ("0, NVIDIA H100 80GB HBM3, 45 %, 81559 MiB, 312.40 W\n"
+                     "1, NVIDIA H100 80GB HBM3, 47 %, 81559 MiB, [N/A]\n")
+
+
+@pytest.mark.parametrize("fmt", ["auto", "csv"])
+def test_a_noheader_csv_without_the_query_list_is_told_to_give_it(fmt: str):
+    with pytest.raises(GputopError) as e:
+        import_logs([("nh.csv", NOHEADER_NO_STAMP)], fmt=fmt)
+    assert str(e.value) == ("nh.csv: no header line naming --query-gpu fields: for a log written "
+                            "with `noheader`, pass the fields with --query-gpu")
+    fields = ["index", "name", "utilization.gpu", "memory.total", "power.draw"]
+    (snap,) = import_logs([("nh.csv", NOHEADER_NO_STAMP)], query_gpu=fields).snapshots
+    assert [d.util_gpu for d in snap.devices] == [45.0, 47.0]
+
+
+def test_a_topology_of_another_number_of_gpus_than_the_log_is_warned_about():
+    from gputop.importers.nvsmi_topo import parse_topo_matrix
+
+    topo = parse_topo_matrix(text(DATA / "nvidia-smi-topo" /
+                                  "rtx-6000-ada_x4_pcie-only-2numa_cx7-nics_drv575_stelline.txt"))
+    result = import_logs([("h100.csv", text(H100_CSV))], topology=topo)
+    assert ("the --topo matrix has 4 GPUs but the logs show 1: is it of the same machine? "
+            "(attached as given)") in result.warnings
+    assert result.snapshots[0].topology == topo
+    one = parse_topo_matrix(text(DATA / "nvidia-smi-topo" /
+                                 "nvidia-h100-80gb-hbm3_x1_drv590.48.01_linux_topo-m_single-gpu_ansi.txt"))
+    assert import_logs([("h100.csv", text(H100_CSV))], topology=one).warnings == []

@@ -211,3 +211,22 @@ def test_slow_metrics_are_read_on_the_slow_cadence_only() -> None:
             fake.advance()
     assert fake.calls["nvmlDeviceGetFieldValues"] == 2 * 2  # t=0 and t=5, two GPUs
     assert fake.calls["nvmlDeviceGetUtilizationRates"] == 10 * 2
+
+
+def test_lifetime_ecc_sram_and_dram_errors_and_retired_pages_read_live() -> None:
+    troubled = dict(ecc_corrected=4, ecc_uncorrected=1, ecc_corrected_aggregate=19,
+                    ecc_uncorrected_aggregate=3, ecc_uncorrected_sram=1, ecc_uncorrected_dram=0,
+                    ecc_uncorrected_sram_aggregate=1, ecc_uncorrected_dram_aggregate=2,
+                    ecc_sram_threshold_exceeded=True, retired_single_bit=1,
+                    retired_double_bit=2, retire_pending=True)
+    snaps = [node(1, time=1000.0 + t, **troubled) for t in range(2)]
+    ticks, _, _ = run(snaps)
+    d = ticks[-1].devices[0]
+    assert {name: getattr(d, name) for name in troubled} == troubled
+    # With ECC off the counts say why they are missing; retired pages are read all the same.
+    off = [node(1, time=1000.0 + t, ecc_enabled=False, retired_single_bit=0,
+                retired_double_bit=0, retire_pending=False) for t in range(2)]
+    d = run(off)[0][-1].devices[0]
+    assert d.ecc_uncorrected_aggregate == Missing("unsupported", detail="ECC is off")
+    assert d.ecc_sram_threshold_exceeded == Missing("unsupported", detail="ECC is off")
+    assert (d.retired_single_bit, d.retired_double_bit, d.retire_pending) == (0, 0, False)

@@ -24,12 +24,12 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("-o", "--output", required=True, help="the recording to write")
     p.add_argument("--format", choices=["auto", *FORMATS], default="auto",
                    help="read every file as this kind (default: tell from the content)")
-    p.add_argument("--interval", type=positive, default=1.0, metavar="SECONDS",
+    p.add_argument("--interval", type=positive, metavar="SECONDS",
                    help="seconds between moments of a log without times (nvidia-smi -l, dmon "
                         "-d, rocm-smi in a loop; default 1)")
-    p.add_argument("--start", default="0", metavar="TIME",
+    p.add_argument("--start", metavar="TIME",
                    help="when a log without times began: 2024-05-01T12:00:00 (UTC) or epoch "
-                        "seconds")
+                        "seconds (default 0)")
     p.add_argument("--query-gpu", metavar="FIELDS",
                    help="the --query-gpu list of a CSV log written with `noheader`")
     p.add_argument("--topo", help="an `nvidia-smi topo -m` output to attach")
@@ -42,7 +42,8 @@ def main(argv: Sequence[str]) -> int:
             raise GputopError(f"{args.topo}: {e}") from None
     result = import_logs(
         [(path, _read_text(path)) for path in args.files], fmt=args.format,
-        start=parse_start(args.start), interval=args.interval, topology=topo,
+        start=None if args.start is None else parse_start(args.start),
+        interval=args.interval, topology=topo,
         query_gpu=args.query_gpu.split(",") if args.query_gpu else None)
     for warning in result.warnings[:10]:  # the rest are in the recording, tick by tick
         print(f"gputop: warning: {printable(warning)}", file=sys.stderr)

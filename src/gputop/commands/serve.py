@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from gputop.commands.args import device_list, parse_address, positive
 from gputop.diagnose import default_engine
-from gputop.export.prometheus import exposition
+from gputop.export.prometheus import HOSTNAME_LABELS, exposition
 from gputop.export.server import (
     DEFAULT_ADDRESS,
     LIVE_INTERVAL,
@@ -23,6 +23,7 @@ from gputop.export.server import (
 from gputop.feeds import PolledFeed
 from gputop.feeds.live import live_poller
 from gputop.feeds.playback import RecordingFeed, demo_path
+from gputop.sources.pod_resources import DEFAULT_SOCKET, PodResources
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,7 +42,17 @@ def build_parser() -> argparse.ArgumentParser:
                         help="serve the bundled recording of an 8-GPU node, looping")
     source.add_argument("--replay", metavar="FILE", help="serve a recording, looping")
     p.add_argument("--hostname", default="", metavar="NAME",
-                   help="the Hostname label (default: the recorded or this machine's host name)")
+                   help="the host label's value (default: the recorded or this machine's host "
+                        "name)")
+    p.add_argument("--hostname-label", choices=HOSTNAME_LABELS, default=HOSTNAME_LABELS[0],
+                   help="the host label's name: Hostname (default, dcgm-exporter 4.x) or "
+                        "hostname (dcgm-exporter's later releases)")
+    p.add_argument("--kubernetes", action="store_true",
+                   help="add pod, namespace and container labels to each GPU's series, from the "
+                        "kubelet's pod-resources socket (needs gputop[k8s])")
+    p.add_argument("--pod-resources-socket", default=None, metavar="PATH",
+                   help=f"the kubelet's pod-resources socket (default {DEFAULT_SOCKET}); "
+                        "implies --kubernetes")
     p.add_argument("--devices", type=device_list, default=None, metavar="LIST",
                    help="only these GPU indexes, e.g. 0,1,4-7")
     p.add_argument("--once", action="store_true",
@@ -62,9 +73,13 @@ def main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(argv)
     recorded = bool(args.demo or args.replay)
     interval = args.interval or (RECORDING_INTERVAL if recorded else LIVE_INTERVAL)
+    pods = None
+    if args.kubernetes or args.pod_resources_socket:
+        pods = PodResources(args.pod_resources_socket or DEFAULT_SOCKET)
     feed = open_feed(args)
     exporter = Exporter(feed, interval=interval, hostname=args.hostname,
-                        engine=default_engine(), err=sys.stderr)
+                        hostname_label=args.hostname_label, engine=default_engine(), pods=pods,
+                        err=sys.stderr)
     try:
         if args.once:
             exporter.poll()
@@ -87,4 +102,6 @@ def main(argv: Sequence[str]) -> int:
     finally:
         exporter.stop()
         feed.close()
+        if pods is not None:
+            pods.close()
     return 0

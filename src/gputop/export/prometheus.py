@@ -7,11 +7,13 @@ metrics. A field that is `Missing` has no series: "unknown" is never exported as
 
 from __future__ import annotations
 
+import gzip
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from prometheus_client.exposition import choose_encoder, gzip_accepted
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
@@ -22,11 +24,15 @@ from gputop.model import THROTTLE, DeviceSample, LinkSample, Missing, ProcessSam
 from gputop.model.reasons import REASON_BITS
 from gputop.model.xid import message as xid_message
 from gputop.safetext import printable
+from gputop.sources.pod_resources import PodRef, pod_of
 
 MIB = 1 << 20
 COMMAND_MAX = 64  # characters of a process name kept in the `command` label
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 GAUGE, COUNTER = "gauge", "counter"
+# dcgm-exporter names the node `Hostname`; its release after 4.x (NVIDIA/dcgm-exporter#655)
+# spells it `hostname`. `gputop serve --hostname-label` picks one for every series.
+HOSTNAME_LABELS = ("Hostname", "hostname")
 
 Number = float | int
 
@@ -38,7 +44,11 @@ class ExportState:
     snapshot: Snapshot | None = None
     findings: Sequence[Finding] = ()  # open now
     findings_opened: Mapping[str, int] = field(default_factory=dict)  # severity -> since start
-    hostname: str = ""  # the `Hostname` label; empty: the snapshot's host
+    hostname: str = ""  # the host label's value; empty: the snapshot's host
+    hostname_label: str = "Hostname"  # or "hostname", as dcgm-exporter after #655
+    # GPU (UUID, MIG UUID or index, as the kubelet's device plugin names it) -> the pod the kubelet
+    # gave it; empty outside Kubernetes.
+    pods: Mapping[str, PodRef] = field(default_factory=dict)
     polled_at: float | None = None  # wall clock when the latest snapshot was taken in
     poll_seconds: float | None = None
     poll_errors: int = 0
@@ -47,7 +57,7 @@ class ExportState:
 
 
 def hostname(state: ExportState) -> str:
-    """The `Hostname` label: the one the exporter was given, else the snapshot's host (a
+    """The host label's value: the one the exporter was given, else the snapshot's host (a
     recording's contents, so made printable like any text from outside)."""
     snap = state.snapshot
     if state.hostname or snap is None:
@@ -71,16 +81,16 @@ class SnapshotCollector(Collector):
 def families(state: ExportState, now: float) -> list[Metric]:
     """Every metric family for `state` at wall-clock time `now`."""
     out = _Families()
-    host = hostname(state)
+    node = {state.hostname_label: hostname(state)}
     snap = state.snapshot
     fresh = (snap is not None and state.polled_at is not None
              and now - state.polled_at <= state.stale_after)
-    _exporter(out, state, host, up=fresh and state.ok)
+    _exporter(out, state, node, up=fresh and state.ok)
     if fresh and snap is not None:
-        _devices(out, snap, host)
-        _processes(out, snap, host)
-        _findings(out, state, host)
-        _host(out, snap, host)
+        _devices(out, snap, node, state.pods)
+        _processes(out, snap, node, state.pods)
+        _findings(out, state, node)
+        _host(out, snap, node)
     return out.metrics()
 
 
@@ -88,11 +98,47 @@ def families(state: ExportState, now: float) -> list[Metric]:
 # Text exposition
 
 
+def negotiate(collector: Collector, accept: str | None,
+              accept_encoding: str | None) -> tuple[bytes, list[tuple[str, str]]]:
+    """One scrape's body and headers for what the scraper asked: prometheus_client chooses
+    between OpenMetrics and the text format from `Accept` and writes OpenMetrics, and gzips when
+    `Accept-Encoding` allows it. The text format is `exposition`'s (see there why)."""
+    encoder, content_type = choose_encoder(accept or "")
+    if content_type.startswith("application/openmetrics-text"):
+        body = encoder(_OpenMetricsView(collector))
+    else:
+        body, content_type = exposition(collector.collect()), CONTENT_TYPE
+    headers = [("Content-Type", content_type)]
+    if gzip_accepted(accept_encoding or ""):
+        body = gzip.compress(body, compresslevel=6)
+        headers.append(("Content-Encoding", "gzip"))
+    headers.append(("Content-Length", str(len(body))))
+    return body, headers
+
+
+class _OpenMetricsView(Collector):
+    """The families as OpenMetrics allows them: its counters' samples must end in `_total`, and
+    DCGM's (`DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`) keep dcgm-exporter's names without it, so
+    they are typed `unknown` there. Same series, same names, whichever format is asked for."""
+
+    def __init__(self, collector: Collector) -> None:
+        self._collector = collector
+
+    def collect(self) -> Iterator[Metric]:
+        for m in self._collector.collect():
+            if m.type == COUNTER and any(s.name == m.name for s in m.samples):
+                plain = Metric(m.name, m.documentation, "unknown", m.unit)
+                plain.samples = m.samples
+                yield plain
+            else:
+                yield m
+
+
 def exposition(metrics: Iterable[Metric]) -> bytes:
     """Prometheus text format 0.0.4, as dcgm-exporter serves it. Unlike prometheus_client's
     `generate_latest`, a counter's HELP and TYPE lines name its samples: DCGM's counters
-    (`DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`) have no `_total` suffix, and a TYPE line naming
-    another metric would leave them untyped. Labels keep the order they were added in."""
+    (`DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`) have no `_total` suffix, and prometheus_client's TYPE
+    line would name `..._total`, leaving them untyped. Labels keep the order they were added in."""
     out: list[str] = []
     for m in metrics:
         if not m.samples:
@@ -321,36 +367,50 @@ NVLINK_ERRORS = (
 )
 
 
-def gpu_labels(d: DeviceSample, host: str, driver: str) -> dict[str, str]:
-    """dcgm-exporter's labels for one GPU, in its order."""
+def gpu_labels(d: DeviceSample, node: dict[str, str], driver: str) -> dict[str, str]:
+    """dcgm-exporter's labels for one GPU, in its order; `node` is the host label."""
     return {"gpu": str(d.index), "UUID": printable(d.uuid), "pci_bus_id": printable(d.pci_bus_id),
-            "device": f"{d.vendor}{d.index}", "modelName": printable(d.name), "Hostname": host,
+            "device": f"{d.vendor}{d.index}", "modelName": printable(d.name), **node,
             "DCGM_FI_DRIVER_VERSION": driver}
 
 
-def _mig_labels(base: dict[str, str], mig: Any) -> dict[str, str]:
-    labels = {k: v for k, v in base.items() if k not in ("Hostname", "DCGM_FI_DRIVER_VERSION")}
+def _pod_labels(pod: PodRef | None) -> dict[str, str]:
+    """dcgm-exporter's Kubernetes labels, after the others, for a GPU the kubelet gave a pod."""
+    if pod is None:
+        return {}
+    return {"pod": printable(pod.name), "namespace": printable(pod.namespace),
+            "container": printable(pod.container)}
+
+
+def _mig_labels(d: DeviceSample, mig: Any, node: dict[str, str], driver: str,
+                pods: Mapping[str, PodRef]) -> dict[str, str]:
+    labels = gpu_labels(d, {}, driver)
+    del labels["DCGM_FI_DRIVER_VERSION"]
     name = mig.name if isinstance(mig.name, str) else ""
     _, _, profile = name.partition("MIG ")  # "NVIDIA H100 80GB HBM3 MIG 1g.10gb"
     labels["GPU_I_PROFILE"] = printable(profile.strip())
     labels["GPU_I_ID"] = str(mig.gpu_instance)
-    labels["Hostname"] = base["Hostname"]
-    labels["DCGM_FI_DRIVER_VERSION"] = base["DCGM_FI_DRIVER_VERSION"]
+    labels.update(node)
+    labels["DCGM_FI_DRIVER_VERSION"] = driver
+    uuid = mig.uuid if isinstance(mig.uuid, str) else ""
+    labels.update(_pod_labels(pods.get(uuid) or pod_of(pods, d.uuid, d.index)))
     return labels
 
 
-def _devices(out: _Families, snap: Snapshot, host: str) -> None:
+def _devices(out: _Families, snap: Snapshot, node: dict[str, str],
+             pods: Mapping[str, PodRef]) -> None:
     driver = snap.system.driver_version
     driver = printable(driver) if isinstance(driver, str) else ""
     links = _link_totals(snap.links)
     for d in snap.devices:
-        labels = gpu_labels(d, host, driver)
+        labels = gpu_labels(d, node, driver)
+        labels.update(_pod_labels(pod_of(pods, d.uuid, d.index)))
         out.add("gputop_gpu_lost", GAUGE, "1 when the GPU has fallen off the bus.", labels,
                 int(d.lost is not None))
         _xid(out, d, labels)
         if d.lost is not None:
             continue
-        migs = [(m, _mig_labels(labels, m)) for m in d.mig_devices]
+        migs = [(m, _mig_labels(d, m, node, driver, pods)) for m in d.mig_devices]
         for name, typ, doc, get in DEVICE_METRICS:
             if migs and name in MIG_METRICS:
                 for m, mlabels in migs:
@@ -399,10 +459,11 @@ def _nvlink(out: _Families, t: dict[str, float] | None, labels: dict[str, str]) 
     out.add("DCGM_FI_PROF_NVLINK_RX_BYTES", GAUGE,
             "The rate of data received over NVLink (in bytes per second).", labels, rx)
     if rx is not None or tx is not None:
-        # DCGM's own arithmetic: KiB/s divided by 1000, receive and transmit together.
-        out.add("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", GAUGE,
-                "Total NVLink bandwidth for all lanes, RX + TX (in MB/s, KiB/s / 1000).",
-                labels, ((rx or 0.0) + (tx or 0.0)) / 1024 / 1000)
+        # DCGM's own arithmetic: KiB/s divided by 1000, receive and transmit together, a whole
+        # number; typed counter as dcgm-exporter's CSV types it, though DCGM fills it with a rate.
+        out.add("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", COUNTER,
+                "Total number of NVLink bandwidth counters for all lanes.",
+                labels, int(((rx or 0.0) + (tx or 0.0)) / 1024 / 1000))
     for name, key, doc in NVLINK_ERRORS:
         n = t.get("err." + key)
         out.add(name, COUNTER, doc, labels, None if n is None else int(n))
@@ -426,8 +487,7 @@ def _clock_events(out: _Families, d: DeviceSample, labels: dict[str, str]) -> No
 # gputop's own metrics
 
 
-def _exporter(out: _Families, state: ExportState, host: str, *, up: bool) -> None:
-    node = {"Hostname": host}
+def _exporter(out: _Families, state: ExportState, node: dict[str, str], *, up: bool) -> None:
     out.add("gputop_up", GAUGE,
             "1 when gputop's latest poll succeeded and is recent enough to export.", node,
             int(up))
@@ -460,7 +520,11 @@ def command(p: ProcessSample) -> str:
     return name if len(name) <= COMMAND_MAX else name[:COMMAND_MAX - 1] + "…"
 
 
-def process_labels(p: ProcessSample, uuid: str, host: str) -> dict[str, str]:
+def process_labels(p: ProcessSample, uuid: str, node: dict[str, str],
+                   gpu_pod: PodRef | None = None) -> dict[str, str]:
+    """A process's labels. Its pod and namespace come from its environment (the downward API);
+    where that is not readable, a process in a pod (its cgroup says so) on a GPU the kubelet gave
+    a pod is named after that pod."""
     job = p.job
     container = pod = pod_uid = namespace = hpc_job = ""
     if job is not None:
@@ -469,19 +533,25 @@ def process_labels(p: ProcessSample, uuid: str, host: str) -> dict[str, str]:
         pod_uid = printable(job.pod_uid or "")
         namespace = printable(job.pod_namespace or "")
         hpc_job = printable(job.slurm_job_id or "")
-    return {"gpu": str(p.device_index), "UUID": uuid, "Hostname": host, "pid": str(p.pid),
+        if job.pod_uid and not pod and gpu_pod is not None:
+            pod, namespace = printable(gpu_pod.name), printable(gpu_pod.namespace)
+    return {"gpu": str(p.device_index), "UUID": uuid, **node, "pid": str(p.pid),
             "command": command(p), "user": _text(p.user), "container": container, "pod": pod,
             "pod_uid": pod_uid, "namespace": namespace, "hpc_job": hpc_job}
 
 
-def _processes(out: _Families, snap: Snapshot, host: str) -> None:
-    uuids = {d.index: printable(d.uuid) for d in snap.devices}
+def _processes(out: _Families, snap: Snapshot, node: dict[str, str],
+               pods: Mapping[str, PodRef]) -> None:
+    gpus = {d.index: d for d in snap.devices}
     seen: set[tuple[int, int]] = set()
     for p in snap.processes:
         if (p.device_index, p.pid) in seen:
             continue
         seen.add((p.device_index, p.pid))
-        labels = process_labels(p, uuids.get(p.device_index, ""), host)
+        d = gpus.get(p.device_index)
+        uuid = printable(d.uuid) if d is not None else ""
+        gpu_pod = pod_of(pods, d.uuid, d.index) if d is not None else None
+        labels = process_labels(p, uuid, node, gpu_pod)
         out.add("gputop_process_gpu_memory_bytes", GAUGE,
                 "GPU memory a process holds on this GPU (bytes).", labels, _v(p.gpu_mem))
         out.add("gputop_process_sm_utilization_percent", GAUGE,
@@ -491,7 +561,7 @@ def _processes(out: _Families, snap: Snapshot, host: str) -> None:
                 "Host CPU the process uses (in % of one core).", labels, _v(p.cpu_percent))
 
 
-def _findings(out: _Families, state: ExportState, host: str) -> None:
+def _findings(out: _Families, state: ExportState, node: dict[str, str]) -> None:
     counts = dict.fromkeys(SEVERITIES, 0)
     seen: set[tuple[str, ...]] = set()
     for f in state.findings:
@@ -500,7 +570,7 @@ def _findings(out: _Families, state: ExportState, host: str) -> None:
         counts[f.severity] = counts.get(f.severity, 0) + 1
         labels = {"id": printable(f.id), "severity": f.severity,
                   "gpu": "" if f.device is None else str(f.device),
-                  "pid": "" if f.pid is None else str(f.pid), "Hostname": host}
+                  "pid": "" if f.pid is None else str(f.pid), **node}
         key = tuple(labels.values())
         if key in seen:
             continue
@@ -509,20 +579,19 @@ def _findings(out: _Families, state: ExportState, host: str) -> None:
                 "1 while a Finding of gputop's diagnostics is open.", labels, 1)
     for severity, n in counts.items():
         out.add("gputop_findings_open", GAUGE, "Findings open now, by severity.",
-                {"severity": severity, "Hostname": host}, n)
+                {"severity": severity, **node}, n)
     for severity in counts:
         out.add("gputop_findings_total", COUNTER,
                 "Findings opened since the exporter started, by severity.",
-                {"severity": severity, "Hostname": host},
+                {"severity": severity, **node},
                 state.findings_opened.get(severity, 0))
 
 
-def _host(out: _Families, snap: Snapshot, host: str) -> None:
+def _host(out: _Families, snap: Snapshot, node: dict[str, str]) -> None:
     h = snap.host
-    node = {"Hostname": host}
     out.add("gputop_host_cpu_percent", GAUGE, "Host CPU busy, all cores (in %).", node,
             _v(h.cpu_percent))
-    out.add("gputop_host_cpu_count", GAUGE, "Host logical CPUs.", node, h.cpu_count or None)
+    out.add("gputop_host_cpus", GAUGE, "Host logical CPUs.", node, h.cpu_count or None)
     out.add("gputop_host_iowait_percent", GAUGE, "Host CPU time waiting for I/O (in %).", node,
             _v(h.iowait_percent))
     if not isinstance(h.load_avg, Missing):

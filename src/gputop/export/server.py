@@ -19,8 +19,9 @@ from prometheus_client.registry import CollectorRegistry
 
 from gputop.diagnose import Engine
 from gputop.errors import GputopError
-from gputop.export.prometheus import CONTENT_TYPE, ExportState, SnapshotCollector, exposition
+from gputop.export.prometheus import ExportState, SnapshotCollector, negotiate
 from gputop.feeds import PolledFeed
+from gputop.sources.pod_resources import PodRef, PodResources
 
 DEFAULT_ADDRESS = ("127.0.0.1", 9400)  # dcgm-exporter's port: gputop serve stands in for it
 LIVE_INTERVAL = 5.0
@@ -33,20 +34,24 @@ class Exporter:
     the state it leaves goes stale, and a stale snapshot is not exported."""
 
     def __init__(self, feed: PolledFeed, *, interval: float, hostname: str = "",
-                 engine: Engine | None = None,
+                 hostname_label: str = "Hostname", engine: Engine | None = None,
+                 pods: PodResources | None = None,
                  err: TextIO | None = None, clock: Callable[[], float] = time.time) -> None:
         self.feed = feed
         self.interval = interval
         self.engine = engine
+        self.pods = pods  # a PodResources: GPU -> pod labels, asked at every poll
         self.err = err
         self._clock = clock
         self._hostname = hostname
         self._open: set[tuple[Any, ...]] = set()
         self._opened: dict[str, int] = {}
         self._last_error = ""
+        self._last_pods_error = ""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.state = ExportState(hostname=hostname, stale_after=max(3 * interval, 15.0))
+        self.state = ExportState(hostname=hostname, hostname_label=hostname_label,
+                                 stale_after=max(3 * interval, 15.0))
 
     def poll(self) -> None:
         started = time.perf_counter()
@@ -61,9 +66,26 @@ class Exporter:
             socket.gethostname()
         self.state = dataclasses.replace(
             self.state, snapshot=snap, findings=tuple(findings),
-            findings_opened=dict(self._opened), hostname=host, polled_at=self._clock(),
-            poll_seconds=round(time.perf_counter() - started, 6), ok=True)
+            findings_opened=dict(self._opened), hostname=host, pods=self._ask_pods(),
+            polled_at=self._clock(), poll_seconds=round(time.perf_counter() - started, 6),
+            ok=True)
         self._last_error = ""
+
+    def _ask_pods(self) -> dict[str, PodRef]:
+        """The kubelet's GPU -> pod map now; none while it does not answer (said once): GPU
+        series then go without pod labels rather than with a pod that may have left."""
+        if self.pods is None:
+            return {}
+        try:
+            pods = self.pods.gpu_pods()
+        except GputopError as e:
+            if str(e) != self._last_pods_error and self.err is not None:
+                self.err.write(f"gputop: warning: {e}; GPU series go without pod labels\n")
+                self.err.flush()
+            self._last_pods_error = str(e)
+            return {}
+        self._last_pods_error = ""
+        return pods
 
     def _failed(self, e: Exception) -> None:
         message = str(e) or type(e).__name__
@@ -133,14 +155,15 @@ class _Quiet(WSGIRequestHandler):
 
 
 def metrics_app(registry: CollectorRegistry) -> Callable[..., Iterable[bytes]]:
-    """A WSGI app: /metrics answers with the exposition, / says where the metrics are."""
+    """A WSGI app: /metrics answers with the exposition (OpenMetrics or text, gzipped or not, as
+    the scraper asks), / says where the metrics are."""
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "/")
         if path == "/metrics":
-            body = exposition(registry.collect())
-            start_response("200 OK", [("Content-Type", CONTENT_TYPE),
-                                      ("Content-Length", str(len(body)))])
+            body, headers = negotiate(registry, environ.get("HTTP_ACCEPT"),
+                                      environ.get("HTTP_ACCEPT_ENCODING"))
+            start_response("200 OK", [*headers, ("Vary", "Accept, Accept-Encoding")])
             return [body]
         if path == "/":
             body = b"gputop exporter: metrics at /metrics\n"

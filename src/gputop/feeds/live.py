@@ -3,6 +3,10 @@ it is installed), and the host."""
 
 from __future__ import annotations
 
+import importlib.util
+from collections.abc import Sequence
+
+from gputop.errors import BackendUnavailable
 from gputop.sources.base import GpuSource
 from gputop.sources.poller import Poller
 
@@ -20,5 +24,28 @@ def live_poller(devices: set[int] | None = None, *, slow_interval: float = 5.0) 
     else:
         sources.append(AmdSource(slow_interval=slow_interval))
     poller = Poller(sources, HostSource(), devices=devices)
-    poller.open()
+    try:
+        poller.open()
+    except BackendUnavailable as e:
+        raise no_gpu_error(e, poller.failures) from None
     return poller
+
+
+def no_gpu_error(top: BackendUnavailable,
+                 failures: Sequence[BackendUnavailable]) -> BackendUnavailable:
+    """What to say when no GPU source opens. A driver fault (`priority` > 0) is said as it is.
+    Where nothing was found at all: the NVIDIA reason, the AMD one where an AMD GPU is there or
+    amdsmi is installed (its user has AMD GPUs in mind), and that `--demo` runs without a GPU."""
+    if top.priority > 0:
+        return top
+    parts = [str(top)]
+    for f in failures:
+        if f is top or "AMD" not in f.message:
+            continue
+        if f.message != "no AMD GPU found":
+            parts.append(str(f))  # an AMD GPU is there, and this is why it cannot be read
+        elif importlib.util.find_spec("amdsmi") is not None:
+            parts.append("amdsmi is installed but finds no AMD GPU: load ROCm's amdgpu driver "
+                         "(sudo modprobe amdgpu), or give the container /dev/kfd and /dev/dri")
+    parts.append("to see gputop without a GPU: gputop --demo")
+    return BackendUnavailable("; ".join(parts))

@@ -48,13 +48,18 @@ POLLING_METRIC = "gputop_up"  # gputop serve: 0 while it cannot read the node's 
 UP_METRIC = "up"
 
 # One round trip for every value and every target's health; a second for the samples' times (an
-# instant query answers with the evaluation time, `timestamp()` gives the sample's own).
+# instant query answers with the evaluation time, `timestamp()` gives the sample's own). The times
+# come from every GPU metric the values do, so that a GPU with a value always has a time: a node
+# exporting only some of them (dcgm-exporter with its own counter list) is judged as any other.
 _NAMES = [*METRICS, FINDING_METRIC, POLLING_METRIC, UP_METRIC]
 VALUES_QUERY = '{__name__=~"' + "|".join(_NAMES) + '"}'
-STAMPS_QUERY = "timestamp(DCGM_FI_DEV_FB_USED) or timestamp(DCGM_FI_DEV_GPU_TEMP)"
+# `timestamp()` drops the metric name, so each metric is its own vector, joined with `or` (a
+# regex selector would put two series with one label set in one vector: an error).
+_GPU_STAMPS = " or ".join(f"timestamp({name})" for name in METRICS)
+STAMPS_QUERY = _GPU_STAMPS
 LOOKBACK_S = 600
 # At start: the GPUs seen in the last 10 minutes and when, so that a node already down is shown.
-SEEN_QUERY = f"max_over_time(timestamp(DCGM_FI_DEV_FB_USED)[{LOOKBACK_S}s:10s])"
+SEEN_QUERY = f"max_over_time(({_GPU_STAMPS})[{LOOKBACK_S}s:10s])"
 
 # The node's name: dcgm-exporter's `Hostname`, else the first of the others (relabelled
 # setups), else the target's `instance`. node_key spells them out (it runs for every sample).
@@ -358,9 +363,12 @@ def build_nodes(values: Answer, stamps: Answer | None, *, now: float,
         target_up = up.get((job, instance))  # None: no such target (any more)
         before = known.get(key)
         if key in gpus:
+            # Judged on this answer alone, so that a refresh in the dashboard and `fleet --once`
+            # at the same moment say the same; no time at all (a server that answered the values
+            # but not the times) is no evidence of age.
             node_gpus = tuple(sorted(gpus[key], key=lambda g: _natural(g.id)))
             stamps_now = [g.last_sample for g in node_gpus if g.last_sample is not None]
-            last_seen = max(stamps_now) if stamps_now else (before.last_seen if before else now)
+            last_seen = max(stamps_now) if stamps_now else None
         else:
             assert before is not None
             node_gpus, last_seen = before.gpus, before.last_seen

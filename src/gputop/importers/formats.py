@@ -12,20 +12,25 @@ import bisect
 import dataclasses
 import datetime as dt
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from gputop.errors import GputopError
 from gputop.importers import nvsmi_csv
 from gputop.importers.nvsmi_dmon import parse_dmon
 from gputop.importers.nvsmi_pmon import parse_pmon
+from gputop.importers.nvsmi_table import looks_like_table, parse_table
+from gputop.importers.nvsmi_text import looks_like_q_text, parse_q_text
 from gputop.importers.nvsmi_xml import parse_nvsmi_xml
 from gputop.importers.rocm_smi import looks_like_rocm_smi, parse_rocm_smi_json
+from gputop.importers.timing import INTERVAL, START
 from gputop.model import Snapshot, Topology
 
 # --format name -> what writes it.
 FORMATS = {
     "xml": "nvidia-smi -q -x",
+    "q": "nvidia-smi -q",
+    "table": "nvidia-smi",
     "csv": "nvidia-smi --query-gpu=... --format=csv",
     "dmon": "nvidia-smi dmon",
     "pmon": "nvidia-smi pmon",
@@ -34,6 +39,11 @@ FORMATS = {
 _DMON_COLUMNS = {"pwr", "gtemp", "temp", "mtemp", "sm", "mclk", "pclk", "fb", "rxpci", "sbecc",
                  "pviol"}
 _CSV_STAMP = re.compile(r"\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}")
+# A value as `--query-gpu` prints it: "45 %", "81559 MiB", "[N/A]", "P0", a UUID, a bus id, ...
+_CSV_VALUE = re.compile(
+    r"-?\d+(?:\.\d+)?(?: ?(?:%|[KMG]iB|W|MHz|C|us))?|\[[^\]]*\]|N/A|P\d{1,2}|GPU-[0-9a-fA-F-]+"
+    r"|[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]|0x[0-9A-Fa-f]+"
+    r"|Enabled|Disabled|Active|Not Active|Yes|No|Default|\d{4}/\d{2}/\d{2} [\d:.]+")
 
 
 @dataclass(frozen=True)
@@ -56,6 +66,10 @@ def sniff(text: str) -> str | None:
         return "xml"
     if looks_like_rocm_smi(head):
         return "rocm-smi"
+    if looks_like_q_text(head):
+        return "q"
+    if looks_like_table(head):
+        return "table"
     lines = [line.strip() for line in head.splitlines()[:50] if line.strip()]
     for line in lines:
         if line.startswith("#"):
@@ -68,37 +82,54 @@ def sniff(text: str) -> str | None:
         if nvsmi_csv.is_header(line):
             names = {nvsmi_csv.field_name(c)[0] for c in line.split(",")}
             return "compute-apps" if "pid" in names else "csv"
-        if "," in line and _CSV_STAMP.match(line):
+        if "," in line and (_CSV_STAMP.match(line) or _csv_values(line)):
             return "csv"  # written with `noheader`
         return None
     return None
 
 
+def _csv_values(line: str) -> bool:
+    """A line of `--query-gpu` values: several cells, most of them as nvidia-smi prints values."""
+    cells = [c.strip() for c in line.split(",")]
+    return len(cells) >= 2 and 2 * sum(bool(_CSV_VALUE.fullmatch(c)) for c in cells) > len(cells)
+
+
 def parse(fmt: str, text: str, *, start: float = 0.0, interval: float = 1.0,
-          query_gpu: Sequence[str] | None = None) -> list[Snapshot]:
-    """The Snapshots of one file of the format `fmt`. Raises ValueError on unreadable input."""
+          query_gpu: Sequence[str] | None = None, given: Collection[str] = ()) -> list[Snapshot]:
+    """The Snapshots of one file of the format `fmt`. `start` and `interval` time a log without
+    times; `given` names those of --start and --interval the user set, for its warning. Raises
+    ValueError on unreadable input."""
     if fmt == "xml":
         return [parse_nvsmi_xml(text)]
+    if fmt == "q":
+        return parse_q_text(text, start=start, interval=interval, given=given)
+    if fmt == "table":
+        return parse_table(text, start=start, interval=interval, given=given)
     if fmt == "csv":
         return nvsmi_csv.parse_query_gpu_csv(text, fields=query_gpu, start=start,
-                                             interval=interval)
+                                             interval=interval, given=given)
     if fmt == "dmon":
-        return parse_dmon(text, start=start, interval=interval)
+        return parse_dmon(text, start=start, interval=interval, given=given)
     if fmt == "pmon":
-        return parse_pmon(text, start=start, interval=interval)
+        return parse_pmon(text, start=start, interval=interval, given=given)
     if fmt == "rocm-smi":
-        return parse_rocm_smi_json(text, start=start, interval=interval)
+        return parse_rocm_smi_json(text, start=start, interval=interval, given=given)
     raise ValueError(f"unknown format {fmt!r}")
 
 
-def import_logs(files: Sequence[tuple[str, str]], *, fmt: str = "auto", start: float = 0.0,
-                interval: float = 1.0, query_gpu: Sequence[str] | None = None,
+def import_logs(files: Sequence[tuple[str, str]], *, fmt: str = "auto",
+                start: float | None = None, interval: float | None = None,
+                query_gpu: Sequence[str] | None = None,
                 topology: Topology | None = None) -> Imported:
     """One run from the files (name, text) given, in that order.
 
     Files of one kind without times continue one another: each starts an interval after the
-    previous one ended. Device logs must all be of one kind; pmon logs may join any of them.
-    Raises GputopError, naming the file, for a file that cannot be imported."""
+    previous one ended. `start` (default 0) and `interval` (default 1 s) time them; None is
+    "not given". Device logs must all be of one kind; pmon logs may join any of them. Raises
+    GputopError, naming the file, for a file that cannot be imported."""
+    given = [flag for flag, v in ((START, start), (INTERVAL, interval)) if v is not None]
+    start = 0.0 if start is None else start
+    interval = 1.0 if interval is None else interval
     if interval <= 0:
         raise GputopError("--interval must be greater than 0")
     device_snaps: list[Snapshot] = []
@@ -110,7 +141,7 @@ def import_logs(files: Sequence[tuple[str, str]], *, fmt: str = "auto", start: f
         kind = _kind(name, text, fmt, query_gpu)
         try:
             snaps = parse(kind, text, start=resume.get(kind, start), interval=interval,
-                          query_gpu=query_gpu)
+                          query_gpu=query_gpu, given=given)
         except ValueError as e:
             raise GputopError(f"{name}: {e}") from None
         resume[kind] = max(s.time for s in snaps) + interval
@@ -131,6 +162,10 @@ def import_logs(files: Sequence[tuple[str, str]], *, fmt: str = "auto", start: f
     else:
         snaps = sorted(device_snaps or process_snaps, key=lambda s: s.time)
     if topology is not None:
+        gpus = max((len(s.devices) for s in snaps), default=0)
+        if gpus and len(topology.matrix) != gpus:
+            warnings[f"the --topo matrix has {len(topology.matrix)} GPUs but the logs show "
+                     f"{gpus}: is it of the same machine? (attached as given)"] = None
         snaps = [dataclasses.replace(s, topology=topology) for s in snaps]
     return Imported(snaps, "+".join(kinds), list(warnings))
 

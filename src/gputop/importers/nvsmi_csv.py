@@ -24,8 +24,7 @@ from __future__ import annotations
 import calendar
 import functools
 import re
-import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gputop.importers.nvsmi_values import (
@@ -37,6 +36,7 @@ from gputop.importers.nvsmi_values import (
     text_or_blank,
     unreadable,
 )
+from gputop.importers.timing import moments_taken
 from gputop.model import (
     THROTTLE,
     DeviceSample,
@@ -56,7 +56,7 @@ _WATTS = (("", 1), ("W", 1), ("mW", 1e-3))
 _MHZ = (("", 1), ("MHz", 1))
 _PERCENT = (("", 1), ("%", 1))
 _CELSIUS = (("", 1), ("C", 1))
-_SECONDS_FROM_US = (("", 1e-6), ("us", 1e-6))
+_MICROSECONDS = (("", 1), ("us", 1))
 _COUNT = (("", 1),)
 Units = tuple[tuple[str, float], ...]
 
@@ -101,8 +101,14 @@ KNOWN_FIELDS = frozenset({
     "clocks_event_reasons.active",
     *(f"clocks_event_reasons.{r}" for r in REASONS),
     *(f"clocks_event_reasons_counters.{r}" for r in REASONS),
-    "ecc.mode.current", "ecc.errors.corrected.volatile.total",
-    "ecc.errors.uncorrected.volatile.total",
+    "ecc.mode.current",
+    *(f"ecc.errors.{kind}.{scope}.total" for kind in ("corrected", "uncorrected")
+      for scope in ("volatile", "aggregate")),
+    *(f"ecc.errors.uncorrected.{scope}.{where}" for scope in ("volatile", "aggregate")
+      for where in ("sram", "dram", "device_memory")),
+    "ecc.errors.uncorrected.aggregate.sram.thresholdexceeded",
+    "retired_pages.single_bit_ecc.count", "retired_pages.double_bit.count",
+    "retired_pages.pending",
     "remapped_rows.correctable", "remapped_rows.uncorrectable", "remapped_rows.pending",
     "remapped_rows.failure",
 })
@@ -132,14 +138,14 @@ def is_header(line: str) -> bool:
 
 
 def parse_query_gpu_csv(text: str, *, fields: Sequence[str] | None = None, start: float = 0.0,
-                        interval: float = 1.0) -> list[Snapshot]:
+                        interval: float = 1.0, given: Collection[str] = ()) -> list[Snapshot]:
     """The Snapshots of one `--query-gpu` CSV log, in file order.
 
     `fields` is the `--query-gpu` list for a file written with `noheader` (a header in the file
     wins). `start` and `interval` time the moments of a log without a `timestamp` column.
     Raises ValueError when no line can be read as a GPU.
     """
-    reader = _Reader(start=start, interval=interval)
+    reader = _Reader(start=start, interval=interval, given=tuple(given))
     if fields:
         reader.set_header(list(fields))
     for number, line in enumerate(text.splitlines(), 1):
@@ -175,6 +181,7 @@ class _Moment:
 class _Reader:
     start: float
     interval: float
+    given: tuple[str, ...]  # which of --start and --interval the user set
     header: list[str] | None = None
     units: dict[str, str] = field(default_factory=dict)
     used: list[tuple[int, str]] = field(default_factory=list)  # (column, name) of fields read
@@ -244,20 +251,12 @@ class _Reader:
             if when is None:
                 when = self.start + i * self.interval
                 if i == 0:
-                    warnings.insert(0, _untimed_warning(self.start, self.interval))
+                    warnings.insert(0, "no timestamp column: " + moments_taken(
+                        self.start, self.interval, self.given))
             devices = [_device(slots.index(line, pos), line.cells, self.units, when, slots)
                        for pos, line in enumerate(moment.lines)]
             snaps.append(_snapshot(when, devices, moment.lines[0].cells, warnings))
         return snaps
-
-
-def _untimed_warning(start: float, interval: float) -> str:
-    return (f"no timestamp column: moments are taken {interval:g} s apart from "
-            f"{_utc(start)} UTC (set them with --start and --interval)")
-
-
-def _utc(t: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t))
 
 
 def _timestamp(text: str) -> float | None:
@@ -432,11 +431,11 @@ def _throttle_time(c: _Cells) -> Mapping[str, float] | Missing:
         column = f"clocks_event_reasons_counters.{suffix}"
         if column not in c.cells:
             continue
-        seconds = c.number(_SECONDS_FROM_US, column)
-        if isinstance(seconds, Missing):
-            first_missing = first_missing or seconds
+        micros = c.number(_MICROSECONDS, column)
+        if isinstance(micros, Missing):
+            first_missing = first_missing or micros
         else:
-            times[name] = seconds
+            times[name] = micros / 1_000_000  # as the -q -x importer: the same seconds
     if times:
         return times
     return first_missing or ABSENT
@@ -444,12 +443,28 @@ def _throttle_time(c: _Cells) -> Mapping[str, float] | Missing:
 
 def _ecc(c: _Cells) -> dict[str, object]:
     enabled = c.flag("ecc.mode.current")
-    corrected: object = c.integer(_COUNT, "ecc.errors.corrected.volatile.total")
-    uncorrected: object = c.integer(_COUNT, "ecc.errors.uncorrected.volatile.total")
+    counts: dict[str, object] = {}
+    for scope, suffix in (("volatile", ""), ("aggregate", "_aggregate")):
+        counts.update({
+            f"ecc_corrected{suffix}": c.integer(_COUNT, f"ecc.errors.corrected.{scope}.total"),
+            f"ecc_uncorrected{suffix}": c.integer(_COUNT,
+                                                  f"ecc.errors.uncorrected.{scope}.total"),
+            f"ecc_uncorrected_sram{suffix}": c.integer(_COUNT,
+                                                       f"ecc.errors.uncorrected.{scope}.sram"),
+            # Before Ampere the DRAM is the "device memory" location.
+            f"ecc_uncorrected_dram{suffix}": c.integer(
+                _COUNT, f"ecc.errors.uncorrected.{scope}.dram",
+                f"ecc.errors.uncorrected.{scope}.device_memory"),
+        })
     if enabled is False:
         # Counts read N/A with ECC off; say why, as the NVML source does.
-        corrected = uncorrected = Missing("unsupported", detail="ECC is off")
-    return {"ecc_enabled": enabled, "ecc_corrected": corrected, "ecc_uncorrected": uncorrected}
+        counts = dict.fromkeys(counts, Missing("unsupported", detail="ECC is off"))
+    return {"ecc_enabled": enabled, **counts,
+            "ecc_sram_threshold_exceeded": c.flag(
+                "ecc.errors.uncorrected.aggregate.sram.thresholdexceeded"),
+            "retired_single_bit": c.integer(_COUNT, "retired_pages.single_bit_ecc.count"),
+            "retired_double_bit": c.integer(_COUNT, "retired_pages.double_bit.count"),
+            "retire_pending": c.flag("retired_pages.pending")}
 
 
 def _snapshot(when: float, devices: Iterable[DeviceSample], first: Mapping[str, str],

@@ -11,6 +11,8 @@ field. Name, UUID and bus id are not printed by dmon. See nvsmi_monitor for grou
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from gputop.importers.nvsmi_monitor import (
     ALL_ABSENT,
     Moment,
@@ -27,11 +29,12 @@ MIB = 1 << 20
 _VIOLATIONS = {"pviol": "sw_power_cap", "tviol": "sw_thermal"}
 
 
-def parse_dmon(text: str, *, start: float = 0.0, interval: float = 1.0) -> list[Snapshot]:
+def parse_dmon(text: str, *, start: float = 0.0, interval: float = 1.0,
+               given: Collection[str] = ()) -> list[Snapshot]:
     """The Snapshots of one dmon log, in file order. `start` and `interval` (dmon's -d) time a
     log without a Time column. Raises ValueError when no line can be read."""
     moments = read_moments(text, kind="dmon", key=_gpu, rest_in_last=False, start=start,
-                           interval=interval)
+                           interval=interval, given=given)
     return [snapshot(m, _devices(m)) for m in moments]
 
 

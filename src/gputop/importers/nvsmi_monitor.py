@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import calendar
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from gputop.importers.nvsmi_values import ABSENT, classify, unreadable
+from gputop.importers.timing import moments_taken
 from gputop.model import DeviceSample, HostSample, Missing, ProcessSample, Snapshot, SystemInfo
 from gputop.model import mark_all as _mark_all
 
@@ -57,7 +58,7 @@ def is_header(line: str, marker: str) -> bool:
 
 
 def read_moments(text: str, *, kind: str, key: Callable[[Row], Any], rest_in_last: bool,
-                 start: float, interval: float) -> list[Moment]:
+                 start: float, interval: float, given: Collection[str] = ()) -> list[Moment]:
     """The rows of a dmon or pmon log (`kind` names it in warnings), grouped into moments."""
     columns: list[str] | None = None
     rows: list[Row] = []
@@ -96,7 +97,8 @@ def read_moments(text: str, *, kind: str, key: Callable[[Row], Any], rest_in_las
     moments = _group(rows, key, interval, start)
     _attach(moments, rows, notes)
     if rows[0].time is None:
-        moments[0].warnings.insert(0, untimed_warning(kind, start, interval))
+        moments[0].warnings.insert(0, f"the {kind} log has no times: "
+                                      + moments_taken(start, interval, given))
     elif clock.undated:
         moments[0].warnings.insert(0, f"the {kind} log has times but no dates (-o T): dates are "
                                       f"taken from --start ({_utc(start)[:10]})")
@@ -167,11 +169,6 @@ class _Clock:
             self.day += DAY  # the clock went past midnight
         self.last = of_day
         return self.day + of_day
-
-
-def untimed_warning(kind: str, start: float, interval: float) -> str:
-    return (f"the {kind} log has no times: moments are taken {interval:g} s apart from "
-            f"{_utc(start)} UTC (set them with --start and --interval)")
 
 
 def _utc(t: float) -> str:

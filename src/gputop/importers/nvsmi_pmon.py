@@ -13,6 +13,8 @@ attached to that log's devices instead. See nvsmi_monitor for grouping and times
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from gputop.importers.nvsmi_monitor import (
     ALL_ABSENT,
     Moment,
@@ -30,11 +32,12 @@ MIB = 1 << 20
 _HOST_FIELDS = ("user", "cmdline", "cpu_percent", "rss", "create_time")
 
 
-def parse_pmon(text: str, *, start: float = 0.0, interval: float = 1.0) -> list[Snapshot]:
+def parse_pmon(text: str, *, start: float = 0.0, interval: float = 1.0,
+               given: Collection[str] = ()) -> list[Snapshot]:
     """The Snapshots of one pmon log, in file order. `start` and `interval` (pmon's -d) time a
     log without a Time column. Raises ValueError when no line can be read."""
     moments = read_moments(text, kind="pmon", key=_key, rest_in_last=True, start=start,
-                           interval=interval)
+                           interval=interval, given=given)
     return [_snapshot(m) for m in moments]
 
 

@@ -24,6 +24,7 @@ UNSUPPORTED_TEXTS = {
     "not supported",
     "requested functionality has been deprecated",
     "not available",
+    "not available in wddm driver model",  # -q prints it where -q -x prints N/A
 }
 
 # Clock-event reason names as nvidia-smi spells them (the suffix after `clocks_event_reason_`,

@@ -16,9 +16,11 @@ Text nvidia-smi prints instead of a value becomes a `Missing`: "N/A", "Not Suppo
 from __future__ import annotations
 
 import calendar
+import dataclasses
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from gputop.importers.nvsmi_values import ABSENT as _ABSENT
 from gputop.importers.nvsmi_values import NOT_IN_FILE as NOT_IN_FILE
@@ -81,11 +83,27 @@ def parse_nvsmi_xml(text: str, *, time: float | None = None) -> Snapshot:
     NVML or CUDA use). `time` overrides the file's `<timestamp>`, which carries no time zone and is
     read as UTC.
     """
-    root = _parse_root(text)
-    warnings: list[str] = []
+    return read_log(_parse_root(text), time=time)
+
+
+# A <gpu> element with this attribute stands for a GPU nvidia-smi could not open ("Unable to
+# determine the device handle for GPU ...: GPU is lost"); its value is nvidia-smi's reason. Only
+# the plain-text importer builds such elements: nvidia-smi leaves the GPU out of its XML.
+UNREACHABLE = "gputop-unreachable"
+
+
+def read_log(root: ET.Element, *, time: float | None = None,
+             warnings: Iterable[str] = ()) -> Snapshot:
+    """One Snapshot from the element tree of an `nvidia-smi -q -x` log: the XML's, or the one
+    the plain `-q` text importer builds with the same tags."""
+    warnings = list(warnings)
     devices: list[DeviceSample] = []
     processes: list[ProcessSample] = []
     for index, gpu in enumerate(root.findall("gpu")):
+        reason = gpu.get(UNREACHABLE)
+        if reason is not None:
+            devices.append(_unreachable(index, gpu.get("id", ""), reason))
+            continue
         devices.append(_device(index, gpu, warnings))
         processes.extend(_processes(index, gpu, warnings))
 
@@ -132,18 +150,27 @@ def _parse_root(text: str) -> ET.Element:
 
 
 def _timestamp(root: ET.Element, warnings: list[str]) -> float:
-    """`<timestamp>Fri Aug  4 11:44:30 2023</timestamp>` as epoch seconds, read as UTC.
-
-    Parsed by hand rather than with strptime, whose month names follow the current locale."""
     stamp = _reading(root, "timestamp")
-    parts = stamp.split() if isinstance(stamp, str) else []
-    try:
-        _, month, day, clock, year = parts
-        hour, minute, second = (int(x) for x in clock.split(":"))
-        fields = (int(year), _MONTHS[month], int(day), hour, minute, second)
-    except (ValueError, KeyError):
+    when = parse_timestamp(stamp) if isinstance(stamp, str) else None
+    if when is None:
         warnings.append("no readable <timestamp> in the file; time set to 0")
         return 0.0
+    return when
+
+
+def parse_timestamp(stamp: str) -> float | None:
+    """"Fri Aug  4 11:44:30 2023" (nvidia-smi's time) as epoch seconds, read as UTC; None when
+    it is not one.
+
+    Parsed by hand rather than with strptime, whose month names follow the current locale."""
+    try:
+        _, month, day, clock, year = stamp.split()
+        hour, minute, second = (int(x) for x in clock.split(":"))
+        fields = (int(year), _MONTHS[month], int(day), hour, minute, second)
+        if not (1 <= fields[2] <= 31 and hour < 24 and minute < 60 and second < 61):
+            return None
+    except (ValueError, KeyError):
+        return None
     return float(calendar.timegm(fields))
 
 
@@ -219,7 +246,27 @@ def _sum(values: Iterable[int | Missing]) -> int | Missing:
 # One GPU
 
 
+def _unreachable(index: int, bus_id: str, reason: str) -> DeviceSample:
+    """A GPU nvidia-smi could not open. NVML fails to give a handle to a GPU that fell off the
+    bus ("GPU is lost", and "Unknown Error" from older drivers): it is marked lost, as the NVML
+    source marks a GPU whose handle it cannot get, with nvidia-smi's words as the detail."""
+    lost = Missing("gpu_lost", detail=reason)
+    base = DeviceSample(index=index, vendor="nvidia", name="", uuid="", pci_bus_id=bus_id)
+    return dataclasses.replace(mark_all(base, lost), lost=lost)
+
+
 def _device(index: int, gpu: ET.Element, warnings: list[str]) -> DeviceSample:
+    sample = _readings(index, gpu, warnings)
+    # A GPU that fell off the bus while nvidia-smi read it prints "GPU is lost" for its values.
+    if any(getattr(sample, name) == _GPU_LOST for name in DeviceSample._measured):
+        sample = dataclasses.replace(sample, lost=_GPU_LOST)
+    return sample
+
+
+_GPU_LOST = Missing("gpu_lost")
+
+
+def _readings(index: int, gpu: ET.Element, warnings: list[str]) -> DeviceSample:
     fb = gpu.find("fb_memory_usage")
     util = gpu.find("utilization")
     clocks = gpu.find("clocks")
@@ -366,51 +413,69 @@ def _throttle_time(section: ET.Element | None) -> Mapping[str, float] | Missing:
     return _ABSENT if first_missing is None else first_missing
 
 
-def _ecc(gpu: ET.Element) -> dict[str, object]:
-    volatile = gpu.find("ecc_errors/volatile")
-    if volatile is not None and volatile.find("single_bit") is not None:
-        # Before v11: per-location counts with a total for single- and double-bit errors.
-        corrected = _integer(volatile, "single_bit/total", _COUNT)
-        uncorrected = _integer(volatile, "double_bit/total", _COUNT)
-    elif volatile is not None:
-        # v11+: sram_/dram_ (un)correctable, and from v12 sram_uncorrectable_parity/_secded.
-        counts = {child.tag: _integer(volatile, child.tag, _COUNT) for child in volatile}
-        corrected = _sum(v for k, v in counts.items() if k.endswith("_correctable"))
-        uncorrected = _sum(v for k, v in counts.items() if "_uncorrectable" in k)
-    else:
-        corrected = uncorrected = _ABSENT
-    aggregate = gpu.find("ecc_errors/aggregate")
-    if aggregate is not None and aggregate.find("double_bit") is not None:
-        lifetime = _integer(aggregate, "double_bit/total", _COUNT)
-    elif aggregate is not None:
-        lifetime = _sum(_integer(aggregate, child.tag, _COUNT) for child in aggregate
-                        if "_uncorrectable" in child.tag)
-    else:
-        lifetime = _ABSENT
+def _ecc(gpu: ET.Element) -> dict[str, Any]:
     enabled = _flag(gpu, "ecc_mode/current_ecc")
-    if enabled is False:
-        # Counts read N/A with ECC off; say why, as the NVML source does.
-        corrected = uncorrected = lifetime = Missing("unsupported", detail="ECC is off")
+    out: dict[str, Any] = {"ecc_enabled": enabled}
+    for scope, suffix in (("volatile", ""), ("aggregate", "_aggregate")):
+        counts = _ecc_counts(gpu.find(f"ecc_errors/{scope}"))
+        if enabled is False:
+            # Counts read N/A with ECC off; say why, as the NVML source does.
+            counts = dict.fromkeys(counts, Missing("unsupported", detail="ECC is off"))
+        out.update({f"ecc_{name}{suffix}": v for name, v in counts.items()})
+    out["ecc_sram_threshold_exceeded"] = _flag(gpu, "ecc_errors/aggregate/sram_threshold_exceeded")
+    return out
+
+
+def _ecc_counts(section: ET.Element | None) -> dict[str, int | Missing]:
+    """corrected, uncorrected, uncorrected_sram, uncorrected_dram of one scope (volatile or
+    aggregate)."""
+    if section is not None and (section.find("single_bit") is not None
+                                or section.find("double_bit") is not None):
+        # Before v11: per-location counts with a total for single- and double-bit errors. Device
+        # memory is the DRAM; every other location (register file, caches, texture, CBU) is SRAM
+        # on the chip.
+        uncorrected = _integer(section, "double_bit/total", _COUNT)
+        dram = _integer(section, "double_bit/device_memory", _COUNT)
+        sram = _sum(_integer(section, f"double_bit/{loc}", _COUNT) for loc in
+                    ("register_file", "l1_cache", "l2_cache", "texture_memory", "texture_shm",
+                     "cbu"))
+        return {"corrected": _integer(section, "single_bit/total", _COUNT),
+                "uncorrected": uncorrected, "uncorrected_sram": sram, "uncorrected_dram": dram}
+    if section is None:
+        return dict.fromkeys(("corrected", "uncorrected", "uncorrected_sram",
+                              "uncorrected_dram"), _ABSENT)
+    # v11+: sram_/dram_ (un)correctable, and from v12 sram_uncorrectable_parity/_secded.
+    counts = {child.tag: _integer(section, child.tag, _COUNT) for child in section
+              if child.tag.startswith(("sram_", "dram_")) and child.tag.count("correctable")}
     return {
-        "ecc_enabled": enabled,
-        "ecc_corrected": corrected,
-        "ecc_uncorrected": uncorrected,
-        "ecc_uncorrected_total": lifetime,
+        "corrected": _sum(v for k, v in counts.items() if k.endswith("_correctable")),
+        "uncorrected": _sum(v for k, v in counts.items() if "_uncorrectable" in k),
+        "uncorrected_sram": _sum(v for k, v in counts.items()
+                                 if k.startswith("sram_uncorrectable")),
+        "uncorrected_dram": _sum(v for k, v in counts.items()
+                                 if k.startswith("dram_uncorrectable")),
     }
 
 
-def _retired_pages(pages: ET.Element | None) -> dict[str, object]:
-    """Pages retired for ECC errors (before Ampere), and whether one waits for a reset."""
-    counts = [_integer(pages, f"{cause}/retired_count", _COUNT)
-              for cause in ("multiple_single_bit_retirement", "double_bit_retirement")]
-    lost = next((c for c in counts if isinstance(c, Missing)), None)
-    # `pending_retirement` since driver 4xx; older files say `pending_blacklist`.
-    pending = _flag(pages, "pending_retirement")
-    if isinstance(pending, Missing):
-        older = _flag(pages, "pending_blacklist")
-        pending = older if not isinstance(older, Missing) or pending is _ABSENT else pending
-    return {"retired_pages": lost if lost is not None else sum(int(c) for c in counts),
-            "retired_pending": pending}
+def _retired_pages(pages: ET.Element | None) -> dict[str, Any]:
+    names = ("retired_single_bit", "retired_double_bit", "retire_pending")
+    if pages is not None and len(pages) == 0:
+        return dict.fromkeys(names, _placeholder(pages))  # <retired_pages>N/A</retired_pages>
+    # Pages wait for the next driver load to be retired: "pending_blacklist" in every schema,
+    # "pending_retirement" beside it from v10 on; either pending is pending.
+    pending = [_flag(pages, "pending_blacklist"), _flag(pages, "pending_retirement")]
+    known = [p for p in pending if not isinstance(p, Missing)]
+    return dict(zip(names, (
+        _integer(pages, "multiple_single_bit_retirement/retired_count", _COUNT),
+        _integer(pages, "double_bit_retirement/retired_count", _COUNT),
+        any(known) if known else _first_missing(pending),
+    )))
+
+
+def _first_missing(values: list[bool | Missing]) -> Missing:
+    """The Missing that says most: one the file printed before one it lacks."""
+    found = [v for v in values if isinstance(v, Missing)]
+    return next((v for v in found if v is not _ABSENT), found[0] if found else _ABSENT)
 
 
 def _remapped_rows(rows: ET.Element | None) -> dict[str, object]:

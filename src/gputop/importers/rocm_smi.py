@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import json
 import re
-import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
+from gputop.importers.timing import moments_taken
 from gputop.model import (
     DeviceSample,
     HostSample,
@@ -51,8 +51,8 @@ def looks_like_rocm_smi(text: str) -> bool:
             and re.search(r'"card\d+"\s*:\s*\{', head) is not None)
 
 
-def parse_rocm_smi_json(text: str, *, start: float = 0.0,
-                        interval: float = 1.0) -> list[Snapshot]:
+def parse_rocm_smi_json(text: str, *, start: float = 0.0, interval: float = 1.0,
+                        given: Collection[str] = ()) -> list[Snapshot]:
     """The Snapshots of one rocm-smi JSON output or log, in file order. Raises ValueError when
     the text holds no rocm-smi object."""
     snaps: list[Snapshot] = []
@@ -65,7 +65,8 @@ def parse_rocm_smi_json(text: str, *, start: float = 0.0,
             skipped.append("a JSON object without any cardN key skipped")
             continue
         when = start + len(snaps) * interval
-        warnings = ([_untimed(start, interval)] if not snaps else []) + skipped
+        untimed = "rocm-smi prints no times: " + moments_taken(start, interval, given)
+        warnings = ([untimed] if not snaps else []) + skipped
         snaps.append(_snapshot(item, when, warnings))
         skipped = []
     if not snaps:
@@ -103,12 +104,6 @@ def _objects(text: str) -> Iterator[dict[str, Any] | str]:
         # Resume at the next line that opens an object.
         nxt = text.find("\n{", pos)
         pos = n if nxt < 0 else nxt + 1
-
-
-def _untimed(start: float, interval: float) -> str:
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(start))
-    return (f"rocm-smi prints no times: moments are taken {interval:g} s apart from {stamp} UTC "
-            "(set them with --start and --interval)")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -149,13 +149,24 @@ class DeviceSample:
     ecc_enabled: Val[bool] = PENDING
     ecc_corrected: Val[int] = PENDING  # volatile (since driver load)
     ecc_uncorrected: Val[int] = PENDING
-    ecc_uncorrected_total: Val[int] = PENDING  # aggregate: over the GPU's lifetime
-    retired_pages: Val[int] = PENDING  # pages retired for ECC errors (before Ampere)
-    retired_pending: Val[bool] = PENDING  # a page retirement waits for a reset
     remapped_corrected: Val[int] = PENDING
     remapped_uncorrected: Val[int] = PENDING
     remap_pending: Val[bool] = PENDING
     remap_failed: Val[bool] = PENDING
+    # Over the GPU's life (kept in its InfoROM): what one moment can tell about a GPU's health.
+    ecc_corrected_aggregate: Val[int] = PENDING
+    ecc_uncorrected_aggregate: Val[int] = PENDING
+    # Uncorrected errors by where they struck: SRAM (on-chip: register files, caches) or DRAM
+    # (device memory), volatile and aggregate. Before Ampere, "device memory" is the DRAM.
+    ecc_uncorrected_sram: Val[int] = PENDING
+    ecc_uncorrected_dram: Val[int] = PENDING
+    ecc_uncorrected_sram_aggregate: Val[int] = PENDING
+    ecc_uncorrected_dram_aggregate: Val[int] = PENDING
+    ecc_sram_threshold_exceeded: Val[bool] = PENDING  # the GPU says: too many SRAM errors
+    # Pages of device memory retired (before Ampere; remapped rows replaced them)
+    retired_single_bit: Val[int] = PENDING  # after multiple single-bit errors
+    retired_double_bit: Val[int] = PENDING
+    retire_pending: Val[bool] = PENDING  # a retirement waits for the next driver load
     mig_enabled: Val[bool] = PENDING
     mig_devices: tuple[MigDevice, ...] = ()
     gr_active: Val[float] = PENDING  # GPM (Hopper+): % time the graphics/compute engine was busy
@@ -173,8 +184,16 @@ class DeviceSample:
     _measured: ClassVar[tuple[str, ...]] = ()  # filled below
     _nested: ClassVar[dict[str, type]] = {"mig_devices": MigDevice, "xids": XidEvent}
     # Left out of the record form while they hold these values: a recording without Xids reads
-    # and writes as one made before gputop watched them.
-    _record_defaults: ClassVar[dict[str, Any]] = {"xid_count": 0, "xids": []}
+    # and writes as one made before gputop watched them, and one whose source never read the
+    # lifetime ECC and retired-page fields as one made before gputop had them.
+    _record_defaults: ClassVar[dict[str, Any]] = {
+        "xid_count": 0, "xids": [],
+        **dict.fromkeys(("ecc_corrected_aggregate", "ecc_uncorrected_aggregate",
+                         "ecc_uncorrected_sram", "ecc_uncorrected_dram",
+                         "ecc_uncorrected_sram_aggregate", "ecc_uncorrected_dram_aggregate",
+                         "ecc_sram_threshold_exceeded", "retired_single_bit",
+                         "retired_double_bit", "retire_pending"), PENDING),
+    }
 
 
 DeviceSample._measured = tuple(
@@ -442,6 +461,7 @@ def to_dict(obj: Any, *, drop_nulls: bool = False) -> dict[str, Any]:
     fields a class names in `_record_defaults` while they hold those values (record form)."""
     out: dict[str, Any] = {}
     unavailable: dict[str, Any] = {}
+    defaults: dict[str, Any] = getattr(obj, "_record_defaults", {})
     for name in _names(type(obj)):
         v = getattr(obj, name)
         if isinstance(v, _SCALARS):
@@ -453,6 +473,8 @@ def to_dict(obj: Any, *, drop_nulls: bool = False) -> dict[str, Any]:
                 continue
             if not drop_nulls:
                 out[name] = None
+            elif v == defaults.get(name):
+                continue
             unavailable[name] = missing_to_dict(v)
         elif isinstance(v, tuple) and v and dataclasses.is_dataclass(v[0]):
             out[name] = [to_dict(x, drop_nulls=drop_nulls) for x in v]
@@ -463,7 +485,7 @@ def to_dict(obj: Any, *, drop_nulls: bool = False) -> dict[str, Any]:
     if unavailable:
         out["unavailable"] = unavailable
     if drop_nulls:
-        for name, default in getattr(obj, "_record_defaults", {}).items():
+        for name, default in defaults.items():
             if out.get(name, out) == default:
                 del out[name]
     return out

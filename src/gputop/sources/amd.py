@@ -110,8 +110,10 @@ _NOT_OFFERED = (
     "mem_reserved", "temp_max_operating", "pstate", "persistence_mode", "throttle_time",
     "pcie_rx", "pcie_tx", "enc_util", "dec_util", "remapped_corrected", "remapped_uncorrected",
     "remap_pending", "remap_failed", "mig_enabled", "gr_active", "sm_active", "sm_occupancy",
-    "tensor_active", "dram_active", "cpu_affinity", "ecc_uncorrected_total", "retired_pages",
-    "retired_pending",
+    "tensor_active", "dram_active", "cpu_affinity", "ecc_corrected_aggregate",
+    "ecc_uncorrected_aggregate", "ecc_uncorrected_sram",
+    "ecc_uncorrected_dram", "ecc_uncorrected_sram_aggregate", "ecc_uncorrected_dram_aggregate",
+    "ecc_sram_threshold_exceeded", "retired_single_bit", "retired_double_bit", "retire_pending",
 )
 
 

@@ -150,6 +150,17 @@ class _Device:
             return Missing("error", detail=_err_text(e))
 
 
+def _sram_threshold(nvml: Any, handle: Any) -> bool:
+    """Whether the GPU's uncorrected SRAM errors passed the threshold past which it should be
+    replaced (nvmlDeviceGetSramEccErrorStatus, from driver 570)."""
+    factory = getattr(nvml, "c_nvmlEccSramErrorStatus_v1_t", None)
+    if factory is None:  # a binding older than the call
+        raise nvml.NVMLError(ERR_FUNCTION_NOT_FOUND)
+    status = factory()
+    nvml.nvmlDeviceGetSramEccErrorStatus(handle, ctypes.byref(status))
+    return bool(status.bThresholdExceeded)
+
+
 def _address(handle: Any) -> int:
     """The address a ctypes handle points to: how an event names its device."""
     return ctypes.cast(handle, ctypes.c_void_p).value or 0
@@ -696,22 +707,7 @@ class NvmlSource:
                              lambda v: float(v[0]))
         s["dec_util"] = _map(dev.ask("dec", n.nvmlDeviceGetDecoderUtilization, h),
                              lambda v: float(v[0]))
-        if dev.static.get("ecc_enabled") is True:
-            s["ecc_corrected"] = dev.ask("ecc_corr", n.nvmlDeviceGetTotalEccErrors, h, 0, 0)
-            s["ecc_uncorrected"] = dev.ask("ecc_unc", n.nvmlDeviceGetTotalEccErrors, h, 1, 0)
-            s["ecc_uncorrected_total"] = dev.ask("ecc_unc_total", n.nvmlDeviceGetTotalEccErrors,
-                                                 h, 1, 1)
-        else:
-            s["ecc_corrected"] = s["ecc_uncorrected"] = s["ecc_uncorrected_total"] = Missing(
-                "unsupported", detail="ECC is off")
-        # Page retirement is the pre-Ampere scheme (NOT_SUPPORTED on an H100, notes §2.3): asked
-        # once, then never again where it is not offered.
-        pages = [dev.ask(f"retired_{cause}", n.nvmlDeviceGetRetiredPages, h, cause)
-                 for cause in (0, 1)]  # multiple single-bit, double-bit
-        lost = next((p for p in pages if isinstance(p, Missing)), None)
-        s["retired_pages"] = lost if lost is not None else sum(len(p) for p in pages)
-        s["retired_pending"] = _map(dev.ask("retired_pending",
-                                            n.nvmlDeviceGetRetiredPagesPendingStatus, h), bool)
+        self._read_ecc(dev)
         rows = dev.ask("remapped", n.nvmlDeviceGetRemappedRows, h)
         s["remapped_corrected"] = _map(rows, lambda r: int(r[0]))
         s["remapped_uncorrected"] = _map(rows, lambda r: int(r[1]))
@@ -727,6 +723,35 @@ class NvmlSource:
                                       counter), lambda kb: float(kb) * 1024)
         self._read_process_util(dev)
         self._read_link_state(dev)
+
+    def _read_ecc(self, dev: _Device) -> None:
+        """ECC counts, volatile and aggregate (the GPU's life), the uncorrected ones by where
+        they struck (SRAM or DRAM); retired pages; the SRAM error threshold."""
+        n, h, s = self.nvml, dev.handle, dev.slow
+        counts = [name for scope in ("", "_aggregate") for name in (
+            f"ecc_corrected{scope}", f"ecc_uncorrected{scope}", f"ecc_uncorrected_sram{scope}",
+            f"ecc_uncorrected_dram{scope}")]
+        if dev.static.get("ecc_enabled") is not True:
+            s.update(dict.fromkeys((*counts, "ecc_sram_threshold_exceeded"),
+                                   Missing("unsupported", detail="ECC is off")))
+        else:
+            for counter, scope in ((0, ""), (1, "_aggregate")):  # NVML_VOLATILE/AGGREGATE_ECC
+                s[f"ecc_corrected{scope}"] = dev.ask(f"ecc_corr{scope}",
+                                                     n.nvmlDeviceGetTotalEccErrors, h, 0, counter)
+                s[f"ecc_uncorrected{scope}"] = dev.ask(f"ecc_unc{scope}",
+                                                       n.nvmlDeviceGetTotalEccErrors, h, 1, counter)
+                for where, location in (("sram", 7), ("dram", 2)):  # NVML_MEMORY_LOCATION_*
+                    s[f"ecc_uncorrected_{where}{scope}"] = dev.ask(
+                        f"ecc_{where}{scope}", n.nvmlDeviceGetMemoryErrorCounter, h, 1, counter,
+                        location)
+            s["ecc_sram_threshold_exceeded"] = dev.ask("sram_status", _sram_threshold, n, h)
+        # Retired pages (before Ampere): by cause, multiple single-bit (0) and double-bit (1).
+        s["retired_single_bit"] = _map(dev.ask("retired_sbe", n.nvmlDeviceGetRetiredPages, h, 0),
+                                       len)
+        s["retired_double_bit"] = _map(dev.ask("retired_dbe", n.nvmlDeviceGetRetiredPages, h, 1),
+                                       len)
+        s["retire_pending"] = _map(dev.ask("retire_pending",
+                                           n.nvmlDeviceGetRetiredPagesPendingStatus, h), bool)
 
     def _read_mig(self, dev: _Device) -> None:
         n, h = self.nvml, dev.handle

@@ -33,13 +33,14 @@ class Poller:
         self.sources: list[GpuSource] = []
         self.infos: list[SourceInfo] = []
         self.open_warnings: list[str] = []
+        self.failures: list[BackendUnavailable] = []  # why each source that did not open
         self._offsets: list[int] = []
         self._system = SystemInfo()
 
     def open(self) -> None:
         """Opens every source that can be opened. Raises BackendUnavailable, with the most useful
         reason, only when none can."""
-        failures: list[BackendUnavailable] = []
+        failures = self.failures = []
         for src in self._candidates:
             try:
                 info = src.open()

@@ -516,13 +516,34 @@ class FakeNvml:
         _out(period).value = 167000
 
     def c_nvmlDeviceGetTotalEccErrors(self, h: Any, kind: Any, counter: Any, ref: Any) -> None:
-        if int(_val(counter)) == 1:  # aggregate: only the uncorrected count is kept
-            if int(_val(kind)) != 1:
-                raise _Fail(NOT_SUPPORTED)
-            _out(ref).value = int(self._get(h, "ecc_uncorrected_total"))
-            return
         name = "ecc_uncorrected" if int(_val(kind)) == 1 else "ecc_corrected"
-        _out(ref).value = int(self._get(h, name))
+        scope = "_aggregate" if int(_val(counter)) == 1 else ""
+        _out(ref).value = int(self._get(h, name + scope))
+
+    def c_nvmlDeviceGetMemoryErrorCounter(self, h: Any, kind: Any, counter: Any, location: Any,
+                                          ref: Any) -> None:
+        where = {7: "sram", 2: "dram"}.get(int(_val(location)))
+        if int(_val(kind)) != 1 or where is None:
+            raise _Fail(NOT_SUPPORTED)  # a recording keeps only the uncorrected SRAM and DRAM
+        scope = "_aggregate" if int(_val(counter)) == 1 else ""
+        _out(ref).value = int(self._get(h, f"ecc_uncorrected_{where}{scope}"))
+
+    def c_nvmlDeviceGetSramEccErrorStatus(self, h: Any, ref: Any) -> None:
+        _out(ref).bThresholdExceeded = int(bool(self._get(h, "ecc_sram_threshold_exceeded")))
+
+    def c_nvmlDeviceGetRetiredPages(self, h: Any, cause: Any, count: Any, pages: Any) -> int:
+        name = "retired_double_bit" if int(_val(cause)) == 1 else "retired_single_bit"
+        n = int(self._get(h, name))
+        room = _out(count).value
+        _out(count).value = n
+        if not pages or room < n:
+            return SUCCESS if n == 0 else INSUFFICIENT_SIZE
+        for i in range(n):
+            pages[i] = 0x1000 * (i + 1)  # a recording keeps the count, not the addresses
+        return SUCCESS
+
+    def c_nvmlDeviceGetRetiredPagesPendingStatus(self, h: Any, ref: Any) -> None:
+        _out(ref).value = int(bool(self._get(h, "retire_pending")))
 
     def c_nvmlDeviceGetRemappedRows(self, h: Any, corr: Any, unc: Any, pending: Any,
                                     failed: Any) -> None:

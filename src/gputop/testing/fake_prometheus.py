@@ -9,6 +9,7 @@ own queries over a list of `FakeNode`s that a test can change between refreshes.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
@@ -97,6 +98,12 @@ class FakePrometheus:
 # A fleet to answer for
 
 
+# What a FakeNode exports of each GPU by default, in FakeGpu's order.
+GPU_METRICS = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE",
+               "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_SM_CLOCK",
+               "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS")
+
+
 @dataclass
 class FakeGpu:
     util: float = 95.0
@@ -120,6 +127,10 @@ class FakeNode:
     sample_age: float = 0.5  # seconds between its newest sample and the query's time
     findings: list[dict[str, str]] = field(default_factory=list)  # labels: id, severity, gpu...
     interval: float = 1.0  # the target's scrape interval
+    metrics: frozenset[str] | None = None  # the DCGM metrics it exports; None: all of GPU_METRICS
+
+    def exports(self, name: str) -> bool:
+        return name in (GPU_METRICS if self.metrics is None else self.metrics)
 
     def gpu_labels(self, i: int) -> dict[str, str]:
         return {"gpu": str(i), "UUID": f"GPU-{self.hostname}-{i:04d}",
@@ -154,10 +165,9 @@ class FleetAnswers:
             return vector([({}, 1.0)], at)
         if query == model.VALUES_QUERY:
             return vector(self.values(), at)
-        if query == model.STAMPS_QUERY:
-            return vector(self.stamps(at), at)
-        if query == model.SEEN_QUERY:
-            return vector(self.stamps(at), at)
+        if query in (model.STAMPS_QUERY, model.SEEN_QUERY):
+            # `timestamp(NAME) or ...`: the times of the GPUs that export one of those names.
+            return vector(self.stamps(at, set(re.findall(r"timestamp\((\w+)\)", query))), at)
         return error("bad_data", f"this fake does not know the query {query!r}")
 
     def values(self) -> list[tuple[dict[str, str], float]]:
@@ -170,19 +180,16 @@ class FleetAnswers:
                 continue
             for i, g in enumerate(n.gpus):
                 labels = n.gpu_labels(i)
-                for name, v in (("DCGM_FI_DEV_GPU_UTIL", g.util),
-                                ("DCGM_FI_DEV_FB_USED", g.fb_used),
-                                ("DCGM_FI_DEV_FB_FREE", g.fb_free),
-                                ("DCGM_FI_DEV_GPU_TEMP", g.temp),
-                                ("DCGM_FI_DEV_POWER_USAGE", g.power),
-                                ("DCGM_FI_DEV_SM_CLOCK", g.sm_clock),
-                                ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", float(g.throttle))):
-                    out.append(({"__name__": name, **labels}, v))
+                for name, v in zip(GPU_METRICS, (g.util, g.fb_used, g.fb_free, g.temp, g.power,
+                                                 g.sm_clock, float(g.throttle))):
+                    if n.exports(name):
+                        out.append(({"__name__": name, **labels}, v))
             for f in n.findings:
                 out.append(({"__name__": model.FINDING_METRIC, "job": n.job,
                              "instance": n.instance, "Hostname": n.hostname, **f}, 1.0))
         return out
 
-    def stamps(self, at: float) -> list[tuple[dict[str, str], float]]:
+    def stamps(self, at: float, names: set[str]) -> list[tuple[dict[str, str], float]]:
         return [(n.gpu_labels(i), at - n.sample_age)
-                for n in self.nodes if n.exporting for i in range(len(n.gpus))]
+                for n in self.nodes if n.exporting and any(map(n.exports, names))
+                for i in range(len(n.gpus))]

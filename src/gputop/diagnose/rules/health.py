@@ -123,7 +123,7 @@ def check_memory_errors(window: Sequence[Snapshot]) -> list[Condition]:
                 fix=RESET_FIX + " Keep the GPU out of service if it repeats.",
                 evidence={"new_uncorrected": new, "volatile_uncorrected": volatile},
                 score=new + volatile))
-        lifetime = number(d.ecc_uncorrected_total) or 0.0
+        lifetime = number(d.ecc_uncorrected_aggregate) or 0.0
         if lifetime > 0:
             out.append(Condition(
                 id="ecc.lifetime", severity="warning", device=d.index,
@@ -134,7 +134,14 @@ def check_memory_errors(window: Sequence[Snapshot]) -> list[Condition]:
                 fix="Watch for new errors (Xid 48, 63, 64, 94, 95) and check its retired pages "
                     "or remapped rows; if they recur, take it out of service.",
                 evidence={"lifetime_uncorrected": lifetime}, score=lifetime))
-        if d.retired_pending is True:
+        if d.ecc_sram_threshold_exceeded is True:
+            out.append(Condition(
+                id="ecc.sram_threshold", severity="critical", device=d.index,
+                title=f"{gpu}: its SRAM uncorrectable errors passed NVIDIA's threshold",
+                cause="The GPU reports that uncorrectable errors in its on-chip SRAM exceeded "
+                      "the threshold NVIDIA sets for replacing it.",
+                fix="Take the GPU out of service and open a hardware ticket (RMA)."))
+        if d.retire_pending is True:
             out.append(Condition(
                 id="ecc.retire_pending", severity="warning", device=d.index,
                 title=f"{gpu}: page retirement pending, reset the GPU to retire the page",

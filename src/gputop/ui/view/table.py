@@ -50,11 +50,19 @@ def device_row(d: DeviceSample) -> list[str]:
     mem = (f"{gib(d.mem_used)}/{gib(d.mem_total)} GiB"
            if not isinstance(d.mem_total, Missing) else d.mem_total.label())
     temp = fmt(d.temp_gpu, lambda t: f"{t:.0f}°C")
-    power = fmt(d.power_draw, lambda w: f"{w:.0f}")
-    limit = fmt(d.power_limit, lambda w: f"{w:.0f}")
-    clock = fmt(d.clock_sm, lambda c: f"{c}")
+    clock = fmt(d.clock_sm, lambda c: f"{c} MHz")
     return [str(d.index), printable(d.name), pct(d.util_gpu), pct(d.sm_active), mem, temp,
-            f"{power}/{limit} W", f"{clock} MHz", throttle_label(d)]
+            power_cell(d), clock, throttle_label(d)]
+
+
+def power_cell(d: DeviceSample) -> str:
+    """"636/700 W"; a reading without a known limit is "636 W", not "636/n/s W"."""
+    draw, limit = d.power_draw, d.power_limit
+    if isinstance(draw, Missing):
+        return draw.label() if isinstance(limit, Missing) else f"{draw.label()} (cap {limit:.0f} W)"
+    if isinstance(limit, Missing):
+        return f"{draw:.0f} W"
+    return f"{draw:.0f}/{limit:.0f} W"
 
 
 def process_row(p: ProcessSample, now: float) -> list[str]:

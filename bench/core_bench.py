@@ -4,7 +4,7 @@ fake library), one-shot wall time, and recording size per GPU-hour.
     python bench/core_bench.py
 
 The fake library runs in Python, so the tick cost printed is an upper bound of what gputop adds
-on a real node (a real NVML getter costs 2-50 µs; see docs/architecture.md)."""
+on a real node (a real NVML getter costs 2-50 µs, docs/diagnostics.md §0.11)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@
 
 Scripted traces of one H100 at 1 and 2 Hz, fed tick by tick to the diagnostics engine as the
 dashboard feeds it (`default_engine`, `Engine.update`, the findings open after each tick). Each
-trace is built from a signature measured on an H100 (notes: gpu-telemetry-and-diagnostics.md),
+trace is built from a signature measured on an H100 (docs/diagnostics.md),
 not from the rules' thresholds:
 
 - healthy: util 93.9 %, GPM ~95 %, SW power cap set at every busy tick, SM clock 1350-1515 MHz

@@ -6,7 +6,7 @@ Prometheus scrapes every 15 s.
 - poll: what `gputop serve` does every --interval on a live node: the NVML and host sources
   through the real pynvml binding over the fake library fed with the demo's 8xH100 snapshots,
   then the diagnostics engine. The fake library runs in Python, so this is an upper bound of
-  gputop's share; a real NVML adds its driver time (docs/architecture.md).
+  gputop's share; a real NVML adds its driver time (docs/diagnostics.md §0.11).
 - scrape: the latest snapshot to Prometheus text, in process; then over HTTP, as the CPU the
   serving process spends per scrape (measured with psutil on a `gputop serve --demo` process),
   once as a plain client asks (text, uncompressed) and once as Prometheus asks (OpenMetrics,

@@ -53,9 +53,9 @@ def test_serving_a_7b_model_in_fp16_needs_about_14_gb() -> None:
 
 def test_fine_tuning_a_7b_model_in_pure_fp16_needs_about_84_gb() -> None:
     # Published (7B, half precision): weights 14 + gradients 14 + optimizer 28 + activations 28.
-    # That is the notes' "pure bf16 + bf16 AdamW states" regime (2 + 2 + 4 B/param); the
-    # published 28 GB of activations is a flat 2x-weights rule, which our formula reaches at
-    # about 3k tokens, hence batch 3 x 1024.
+    # That is the "pure bf16 + bf16 AdamW states" regime of docs/diagnostics.md §7.2 (2 + 2 + 4
+    # B/param); the published 28 GB of activations is a flat 2x-weights rule, which our formula
+    # reaches at about 3k tokens, hence batch 3 x 1024.
     est = estimate_for(["--params", "7B", "--dtype", "fp16", "--pure",
                         "--batch", "3", "--seq", "1024"])
     assert est.part("weights") == pytest.approx(14 * GB)
@@ -102,7 +102,7 @@ def test_kv_cache_of_llama_3_8b_is_128_kib_per_token() -> None:
 
 
 # ----------------------------------------------------------------------------------------------
-# measured: the 184M transformer of the notes (§4.2), AdamW, bf16 autocast, seq 512, H100
+# measured: the 184M transformer of docs/diagnostics.md §4.2, AdamW, bf16 autocast, seq 512, H100
 
 
 @pytest.mark.parametrize(("batch", "reserved_gib"), [(16, 10.02), (150, 71.48)])

@@ -1,6 +1,6 @@
 """`gputop plan`: how much GPU memory a training or inference job needs, before launching it.
 
-The estimate follows the formula in the diagnostics notes (§7.2):
+The estimate follows the formula of docs/diagnostics.md §7.2:
 
     model states  = trainable·(weight + grad + optimizer bytes) + frozen·weight bytes  [÷ ZeRO]
     activations   = L·c·dtype·b·s·h   (checkpointed: L·dtype·b·s·h + one layer, c·dtype·b·s·h)
@@ -32,8 +32,8 @@ QLORA_RANK = 64  # the QLoRA paper's setting: r=64 on every linear layer
 ACTIVATION_COPIES = 28
 CUDA_CONTEXT = 0.75 * GIB  # NVML per-process minus reserved: 0.60-0.75 GiB measured (H100, CUDA 13)
 # reserved - allocated at the step peak was 14-18 % of activation memory with the default
-# allocator, 9 % with expandable segments (184M transformer, notes §4.2); the persistent model
-# states, allocated once, fragment little.
+# allocator, 9 % with expandable segments (184M transformer, docs/diagnostics.md §4.2); the
+# persistent model states, allocated once, fragment little.
 ALLOCATOR_OVERHEAD = 0.15
 COMMON_SIZES_GB = (16, 24, 32, 40, 48, 80, 96, 141, 192)  # marketed GPU memory sizes
 # A card sold as "80 GB" reports 79.6 GiB to NVML, and the driver keeps some of that.

@@ -78,7 +78,8 @@ def test_a_probe_that_sees_no_loader_wait_says_the_step_itself_is_host_bound() -
 
 
 def test_a_loop_the_probe_sees_waiting_on_its_loader_is_starvation_instead() -> None:
-    # num_workers=0 measured on an H100 (notes §5.4): 78 % of each 90 ms step waiting, util 18 %.
+    # num_workers=0 measured on an H100 (docs/diagnostics.md §5.4): 78 % of each 90 ms step
+    # waiting, util 18 %.
     probe = ProbeStats(ts=0.0, steps=900, step_time_s=0.09, wait_frac=0.78,
                        recent_wait_frac=0.78)
     snaps = run(120, dict(util=18.0, gr=17.0, main_cpu=268.0), probe=probe, mem=20 * GIB)

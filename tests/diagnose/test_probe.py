@@ -78,8 +78,8 @@ def test_retries_fire_at_once_and_a_ratio_alone_waits_five_minutes() -> None:
 
 
 def test_nearly_full_and_fragmented_is_shown_within_30_seconds() -> None:
-    # Batch 150 under the default allocator (notes §4.2): 62.77 GiB allocated, 71.48 reserved at
-    # the peak; the next larger batch ran out of memory.
+    # Batch 150 under the default allocator (docs/diagnostics.md §4.2): 62.77 GiB allocated, 71.48
+    # reserved at the peak; the next larger batch ran out of memory.
     near = [tick(t, allocator(62.77, 71.48), gpu_mem=72 * GIB) for t in range(0, 100, 5)]
     engine = Engine([probe.FRAGMENTATION])
     opened = next(s.time - T0 for s in near if engine.update(s))
@@ -97,8 +97,8 @@ def test_an_oom_is_critical_and_a_tidy_allocator_is_quiet() -> None:
 
 # -- mem.headroom -----------------------------------------------------------------------------
 
-# Notes §7.1, measured on an H100: alpha 2.60 GiB, beta 0.391 GiB per sample, reserved peaks 1.13x
-# the allocated ones, 0.75 GiB outside the allocator, 79.18 GiB of device memory.
+# docs/diagnostics.md §7.1, measured on an H100: alpha 2.60 GiB, beta 0.391 GiB per sample, reserved
+# peaks 1.13x the allocated ones, 0.75 GiB outside the allocator, 79.18 GiB of device memory.
 ALPHA, BETA, PHI, NONALLOC, TOTAL = 2.60, 0.391, 1.13, 0.75, 79.18
 
 

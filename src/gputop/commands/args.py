@@ -18,6 +18,16 @@ def positive(s: str) -> float:
     return v
 
 
+def positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return v
+
+
 def size(s: str) -> int:
     """Bytes from 500M, 2G, 1.5G, 64k or 1000000 (k, M, G, T are powers of 1024)."""
     text = s.strip().lower().removesuffix("b").removesuffix("i")

@@ -93,7 +93,8 @@ def _call_with_timeout(fn: Callable[[], Snapshot], timeout: float) -> Snapshot:
                           hint="a GPU may be hung; check `dmesg` for Xid errors")
     if "error" in box:
         raise box["error"]
-    return box["snap"]
+    snap: Snapshot = box["snap"]
+    return snap
 
 
 

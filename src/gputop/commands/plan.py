@@ -10,6 +10,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from gputop.commands.args import positive_int
 from gputop.errors import GputopError
 from gputop.plan import (
     DTYPE_BYTES,
@@ -61,38 +62,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=("train", "infer"), default="train",
                    help="train (weights, gradients, optimizer, activations) or infer "
                         "(default train)")
-    p.add_argument("--batch", type=_positive_int, default=1, help="per-GPU micro-batch")
-    p.add_argument("--seq", type=_positive_int, default=2048, help="sequence length in tokens")
-    p.add_argument("--hidden", type=_positive_int, help="model width (hidden size)")
-    p.add_argument("--layers", type=_positive_int, help="transformer layers")
-    p.add_argument("--vocab", type=_positive_int, help="vocabulary size (the logits' width)")
-    p.add_argument("--heads", type=_positive_int, help="attention heads")
-    p.add_argument("--kv-heads", type=_positive_int,
+    p.add_argument("--batch", type=positive_int, default=1, help="per-GPU micro-batch")
+    p.add_argument("--seq", type=positive_int, default=2048, help="sequence length in tokens")
+    p.add_argument("--hidden", type=positive_int, help="model width (hidden size)")
+    p.add_argument("--layers", type=positive_int, help="transformer layers")
+    p.add_argument("--vocab", type=positive_int, help="vocabulary size (the logits' width)")
+    p.add_argument("--heads", type=positive_int, help="attention heads")
+    p.add_argument("--kv-heads", type=positive_int,
                    help="key/value heads (fewer than --heads with grouped-query attention)")
     p.add_argument("--grad-checkpointing", action="store_true",
                    help="keep one activation per layer and recompute the rest")
-    p.add_argument("--lora", type=_positive_int, metavar="RANK", help="LoRA with this rank")
+    p.add_argument("--lora", type=positive_int, metavar="RANK", help="LoRA with this rank")
     p.add_argument("--qlora", action="store_true",
                    help=f"4-bit NF4 base with LoRA adapters (rank from --lora, default "
                         f"{QLORA_RANK} as in the QLoRA paper)")
     p.add_argument("--pure", action="store_true",
                    help="pure low precision: no fp32 master copy, optimizer states in --dtype")
     p.add_argument("--zero", type=int, choices=range(4), default=0, help="ZeRO stage 0-3")
-    p.add_argument("--gpus", type=_positive_int, default=1, help="data-parallel GPUs")
+    p.add_argument("--gpus", type=positive_int, default=1, help="data-parallel GPUs")
     p.add_argument("--kv-cache", action="store_true",
                    help="inference: count the KV cache for batch x seq tokens")
     p.add_argument("--json", action="store_true", help="print the estimate as JSON")
     return p
-
-
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return v
 
 
 def estimate_for(argv: list[str]) -> Estimate:

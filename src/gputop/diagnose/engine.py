@@ -2,9 +2,9 @@
 
 A `Diagnostic` is a pure function of a window of Snapshots (oldest first) that returns the
 `Condition`s holding now. The engine turns conditions into `Finding`s the way an alerting system
-does (notes §8): a condition must hold for its `for` duration before a finding opens, and an open
-finding closes only after the condition has been false for the same duration, so a finding does not
-flap. The engine has no clock and does no I/O: time is `Snapshot.time`.
+does (docs/diagnostics.md §8): a condition must hold for its `for` duration before a finding opens,
+and an open finding closes only after the condition has been false for the same duration, so a
+finding does not flap. The engine has no clock and does no I/O: time is `Snapshot.time`.
 """
 
 from __future__ import annotations

@@ -108,8 +108,9 @@ class Diagnostic:
     """A check with the window it reads and how long its conditions must hold.
 
     `clear_s` is how long a condition must be false before its finding closes; None means the
-    same as its `for` duration (notes §8). `every_s` is how often it runs: the notes evaluate
-    rules every slow tick (5 s) over sliding windows; a check that must answer at once says 0."""
+    same as its `for` duration (docs/diagnostics.md §8). `every_s` is how often it runs: rules are
+    evaluated every slow tick (5 s) over sliding windows; a check that must answer at once says
+    0."""
 
     name: str
     check: Check

@@ -202,8 +202,8 @@ def field_values(window: Sequence[Snapshot], index: int, name: str) -> list[floa
 
 
 def busy_series(window: Sequence[Snapshot], index: int) -> tuple[str, list[Point]]:
-    """GPM `gr_active` where the GPU has it, else NVML utilization (notes R1: NVML util counts
-    copies as busy, gr_active is time-based kernel activity)."""
+    """GPM `gr_active` where the GPU has it, else NVML utilization (docs/diagnostics.md §8 R1: NVML
+    util counts copies as busy, gr_active is time-based kernel activity)."""
     gr = series(window, index, "gr_active")
     if gr and len(gr) * 2 >= len(window):
         return "gr_active", gr

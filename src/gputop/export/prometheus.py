@@ -165,7 +165,7 @@ def _escape(v: str) -> str:
 
 
 def _number(v: Number) -> str:
-    return str(v) if isinstance(v, int) else floatToGoString(v)
+    return str(v) if isinstance(v, int) else str(floatToGoString(v))  # type: ignore[no-untyped-call]
 
 
 class _Families:
@@ -597,13 +597,13 @@ def _host(out: _Families, snap: Snapshot, node: dict[str, str]) -> None:
     if not isinstance(h.load_avg, Missing):
         for name, v in zip(("load1", "load5", "load15"), h.load_avg):
             out.add(f"gputop_host_{name}", GAUGE, f"Host load average ({name[4:]} min).", node, v)
-    for name, doc, v in (("memory_total", "Host memory total", h.mem_total),
-                         ("memory_used", "Host memory used", h.mem_used),
-                         ("memory_available", "Host memory available", h.mem_available),
-                         ("swap_used", "Host swap used", h.swap_used)):
-        out.add(f"gputop_host_{name}_bytes", GAUGE, f"{doc} (bytes).", node, _v(v))
-    for resource, v in (("cpu", h.psi_cpu_some), ("io", h.psi_io_some),
-                        ("memory", h.psi_mem_some)):
+    for name, doc, amount in (("memory_total", "Host memory total", h.mem_total),
+                              ("memory_used", "Host memory used", h.mem_used),
+                              ("memory_available", "Host memory available", h.mem_available),
+                              ("swap_used", "Host swap used", h.swap_used)):
+        out.add(f"gputop_host_{name}_bytes", GAUGE, f"{doc} (bytes).", node, _v(amount))
+    for resource, share in (("cpu", h.psi_cpu_some), ("io", h.psi_io_some),
+                            ("memory", h.psi_mem_some)):
         out.add("gputop_host_pressure_some_percent", GAUGE,
                 "Pressure stall: share of time some task waited on the resource, avg10 (in %).",
-                {**node, "resource": resource}, _v(v))
+                {**node, "resource": resource}, _v(share))

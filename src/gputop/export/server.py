@@ -149,6 +149,10 @@ class _Server(socketserver.ThreadingMixIn, WSGIServer):
         self.setup_environ()
 
 
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
 class _Quiet(WSGIRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -180,9 +184,7 @@ def metrics_app(registry: CollectorRegistry) -> Callable[..., Iterable[bytes]]:
 def listen(address: tuple[str, int], registry: CollectorRegistry) -> WSGIServer:
     """Binds the HTTP server (not yet serving). An address in use is the user's to fix."""
     host, port = address
-    server_class = _Server
-    if ":" in host:
-        server_class = type("_Server6", (_Server,), {"address_family": socket.AF_INET6})
+    server_class = _Server6 if ":" in host else _Server
     try:
         return make_server(host, port, metrics_app(registry), server_class=server_class,
                            handler_class=_Quiet)
@@ -196,5 +198,5 @@ def listen(address: tuple[str, int], registry: CollectorRegistry) -> WSGIServer:
 
 
 def url(server: WSGIServer) -> str:
-    host, port = server.server_address[:2]
+    host, port = str(server.server_address[0]), server.server_address[1]
     return f"http://{f'[{host}]' if ':' in str(host) else host}:{port}/metrics"

@@ -9,6 +9,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from gputop.errors import RecordingError
 from gputop.model import Missing, Snapshot
@@ -31,7 +32,7 @@ class RecordingFeed:
     """Plays Snapshots at `interval`, re-timed to the wall clock (so data age reads as live) and,
     with `loop`, starting over at the end."""
 
-    def __init__(self, snapshots: Sequence[Snapshot | dict], *, loop: bool = True,
+    def __init__(self, snapshots: Sequence[Snapshot | dict[str, Any]], *, loop: bool = True,
                  retime: bool = True, clock: Callable[[], float] = time.time,
                  warning: str | None = None) -> None:
         if not snapshots:

@@ -12,6 +12,7 @@ field. Name, UUID and bus id are not printed by dmon. See nvsmi_monitor for grou
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import cast
 
 from gputop.importers.nvsmi_monitor import (
     ALL_ABSENT,
@@ -74,5 +75,5 @@ def _throttle(c: dict[str, str]) -> tuple[str, ...] | Missing:
     shares = {reason: number(c, column) for column, reason in _VIOLATIONS.items()}
     known = {reason: v for reason, v in shares.items() if not isinstance(v, Missing)}
     if not known:
-        return shares["sw_power_cap"] if "pviol" in c else shares["sw_thermal"]
+        return cast(Missing, shares["sw_power_cap"] if "pviol" in c else shares["sw_thermal"])
     return tuple(reason for reason, v in known.items() if v > 0)

@@ -14,6 +14,7 @@ attached to that log's devices instead. See nvsmi_monitor for grouping and times
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import Any
 
 from gputop.importers.nvsmi_monitor import (
     ALL_ABSENT,
@@ -30,6 +31,7 @@ from gputop.model import DeviceSample, ProcessSample, Snapshot
 
 MIB = 1 << 20
 _HOST_FIELDS = ("user", "cmdline", "cpu_percent", "rss", "create_time")
+_HOST_ABSENT: dict[str, Any] = dict.fromkeys(_HOST_FIELDS, ABSENT)
 
 
 def parse_pmon(text: str, *, start: float = 0.0, interval: float = 1.0,
@@ -66,7 +68,7 @@ def _process(row: Row) -> ProcessSample:
         gpu_instance=_instance(c, "gi"),
         compute_instance=_instance(c, "ci"),
         name=reading(c, "command"),
-        **dict.fromkeys(_HOST_FIELDS, ABSENT),
+        **_HOST_ABSENT,
     )
 
 

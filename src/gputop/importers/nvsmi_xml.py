@@ -57,6 +57,9 @@ _MICROSECONDS = {"us": 1}
 # nvidia-smi prints nvmlDeviceGetPcieThroughput as is; NVML's "KB" is 1024 bytes, as in the NVML
 # source, so an imported snapshot and a live one agree.
 _KB_PER_S = {"KB/s": 1024}
+# What -q -x never says of a process: the host side, and per-process utilization.
+_HOST_ABSENT: dict[str, Any] = dict.fromkeys(
+    ("sm_util", "mem_util", "user", "cmdline", "cpu_percent", "rss", "create_time"), _ABSENT)
 
 _QUANTITY = re.compile(r"(-?\d+(?:\.\d+)?)\s*(\S*)")
 
@@ -326,7 +329,7 @@ def _readings(index: int, gpu: ET.Element, warnings: list[str]) -> DeviceSample:
     )
 
 
-def _temperatures(temp: ET.Element | None) -> dict[str, object]:
+def _temperatures(temp: ET.Element | None) -> dict[str, Any]:
     out: dict[str, object] = {
         "temp_gpu": _number(temp, "gpu_temp", _CELSIUS),
         "temp_mem": _number(temp, "memory_temp", _CELSIUS),
@@ -350,7 +353,7 @@ def _temperatures(temp: ET.Element | None) -> dict[str, object]:
     return out
 
 
-def _power(gpu: ET.Element) -> dict[str, object]:
+def _power(gpu: ET.Element) -> dict[str, Any]:
     p = gpu.find("gpu_power_readings")
     if p is None:
         p = gpu.find("power_readings")
@@ -478,7 +481,7 @@ def _first_missing(values: list[bool | Missing]) -> Missing:
     return next((v for v in found if v is not _ABSENT), found[0] if found else _ABSENT)
 
 
-def _remapped_rows(rows: ET.Element | None) -> dict[str, object]:
+def _remapped_rows(rows: ET.Element | None) -> dict[str, Any]:
     counts = {"remapped_corrected": "remapped_row_corr", "remapped_uncorrected": "remapped_row_unc"}
     flags = {"remap_pending": "remapped_row_pending", "remap_failed": "remapped_row_failure"}
     if rows is not None and len(rows) == 0:
@@ -531,8 +534,7 @@ def _processes(index: int, gpu: ET.Element, warnings: list[str]) -> list[Process
             compute_instance=_instance(info, "compute_instance_id"),
             # nvidia-smi's process name: a path, a bare name or a whole command line.
             name=_reading(info, "process_name"),
-            **dict.fromkeys(("sm_util", "mem_util", "user", "cmdline", "cpu_percent", "rss",
-                             "create_time"), _ABSENT),
+            **_HOST_ABSENT,
         ))
     return out
 

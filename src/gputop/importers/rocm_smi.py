@@ -42,6 +42,7 @@ _CARD = re.compile(r"card(\d+)")
 _MHZ = re.compile(r"\(?(\d+(?:\.\d+)?)\s*Mhz\)?", re.IGNORECASE)
 _LINK = re.compile(r"(\d+(?:\.\d+)?)GT/s x(\d+)")
 _HOST_FIELDS = ("sm_util", "mem_util", "user", "cmdline", "cpu_percent", "rss", "create_time")
+_HOST_ABSENT: dict[str, Any] = dict.fromkeys(_HOST_FIELDS, ABSENT)
 
 
 def looks_like_rocm_smi(text: str) -> bool:
@@ -113,7 +114,7 @@ def _objects(text: str) -> Iterator[dict[str, Any] | str]:
 def _snapshot(obj: Mapping[str, Any], when: float, warnings: list[str]) -> Snapshot:
     cards = sorted((int(m.group(1)), v) for k, v in obj.items()
                    if (m := _CARD.fullmatch(k)) and isinstance(v, dict))
-    system = obj.get("system") if isinstance(obj.get("system"), dict) else {}
+    system: Mapping[str, Any] = obj["system"] if isinstance(obj.get("system"), dict) else {}
     devices = [_device(index, card) for index, card in cards]
     processes, note = _processes(system, [index for index, _ in cards])
     if note:
@@ -149,8 +150,12 @@ def _device(index: int, card: Mapping[str, Any]) -> DeviceSample:
 
     total = _number(get("VRAM Total Memory (B)"))
     used = _number(get("VRAM Total Used Memory (B)"))
-    free: Any = next((v for v in (total, used) if isinstance(v, Missing)), None)
-    if free is None:
+    free: int | Missing
+    if isinstance(total, Missing):
+        free = total
+    elif isinstance(used, Missing):
+        free = used
+    else:
         free = round(total - used)
     link = _link(get("pcie clock level"))
     energy = _number(get("Accumulated Energy (uJ)"))
@@ -215,7 +220,7 @@ def _processes(system: Mapping[str, Any], gpus: list[int]) -> tuple[list[Process
         out.append(ProcessSample(
             pid=int(key[3:]), device_index=gpus[0], kind="compute",
             gpu_mem=_whole(vram), name=parts[0] or ABSENT,
-            **dict.fromkeys(_HOST_FIELDS, ABSENT)))
+            **_HOST_ABSENT))
     note = (f"{ambiguous} processes left out: rocm-smi does not say which of the "
             f"{len(gpus)} GPUs they use") if ambiguous else ""
     return out, note

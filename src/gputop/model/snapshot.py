@@ -558,7 +558,7 @@ def _builder(cls: type[T]) -> Callable[[Mapping[str, Any]], T]:
     if build is not None:
         return build
     fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-    slots = [getattr(cls, f.name, None) for f in fields]
+    slots: list[Any] = [getattr(cls, f.name, None) for f in fields]
     if (hasattr(cls, "__post_init__") or any(not f.init for f in fields)
             or not all(isinstance(x, types.MemberDescriptorType) for x in slots)):
         build = _BUILDERS[cls] = lambda kw: cls(**kw)
@@ -580,7 +580,7 @@ def _builder(cls: type[T]) -> Callable[[Mapping[str, Any]], T]:
            f"        raise TypeError(f'{cls.__name__} needs {{e}}') from None\n    return o\n")
     exec(src, env)  # as dataclasses writes __init__
     build = _BUILDERS[cls] = env["build"]
-    return build
+    return build  # type: ignore[no-any-return]  # made by exec: its type is what the source says
 
 
 def from_dict(cls: type[T], d: Mapping[str, Any], decoded: Mapping[str, Any] | None = None) -> T:

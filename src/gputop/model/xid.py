@@ -3,10 +3,10 @@
 NVIDIA's Xid catalog (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html) gives each Xid
 a mnemonic and a "Resolution Bucket (Immediate Action)". The descriptions below are the catalog's
 words as dcgm-exporter carries them (its `err_msg` label), the buckets as NVIDIA's NVSentinel
-carries them (`xiderrorsmapping.csv`). Severity follows the bucket (notes §8 R8): restarting the
-application is a warning; resetting the GPU, rebooting, NVIDIA's hardware workflows and
-contacting support are critical; what the catalog says to ignore is info. An Xid not in the table
-is a warning that points to the catalog.
+carries them (`xiderrorsmapping.csv`). Severity follows the bucket (docs/diagnostics.md §8 R8):
+restarting the application is a warning; resetting the GPU, rebooting, NVIDIA's hardware workflows
+and contacting support are critical; what the catalog says to ignore is info. An Xid not in the
+table is a warning that points to the catalog.
 """
 
 from __future__ import annotations

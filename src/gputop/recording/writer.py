@@ -137,6 +137,8 @@ class RecordingWriter:
         self._series = os.urandom(8).hex() if max_bytes is not None else None
         self._summary = summarizer
         self._summary_room = 0  # bytes kept free in a segment for its summary
+        self._z: zlib._Compress  # the segment's deflate stream, and its size so far:
+        self._segment_bytes = self._segment_ticks = 0  # set by _open
         if max_bytes is not None:
             stale = segment_paths(self.path)
             if stale and stale != [self.path]:
@@ -176,6 +178,7 @@ class RecordingWriter:
 
     def _summarize(self, rec: dict[str, Any], patch: dict[str, Any] | None,
                    keyframe: bool) -> None:
+        assert self._summary is not None
         try:
             self._summary.add(rec, patch)
             n = self._segment_ticks
@@ -193,6 +196,7 @@ class RecordingWriter:
     def _summary_member(self) -> bytes:
         z = zlib.compressobj(COMPRESSION_LEVEL, zlib.DEFLATED, GZIP_WBITS)
         segment = len(self.segments) - 1 + self._deleted if self._series is not None else None
+        assert self._summary is not None
         body = self._summary.summary(self._series, segment)
         return z.compress(_line({SUMMARY: body})) + z.flush(zlib.Z_FINISH)
 

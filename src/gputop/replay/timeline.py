@@ -196,8 +196,8 @@ class FindingsWorker:
     Findings when it gets there (and every `lag_s` while it is catching up)."""
 
     def __init__(self, timeline: FindingsTimeline,
-                 publish: Callable[[int, list[Finding]], None],
-                 failed: Callable[[Exception], None], *, lag_s: float = 0.5) -> None:
+                 publish: Callable[[int, list[Finding]], object],
+                 failed: Callable[[Exception], object], *, lag_s: float = 0.5) -> None:
         self.timeline = timeline
         self._publish = publish
         self._failed = failed
@@ -250,7 +250,7 @@ class FindingsWorker:
                 self._tell(self._publish, self.timeline.position, self.timeline.findings())
                 last = now
 
-    def _tell(self, fn: Callable[..., None], *args: Any) -> None:
+    def _tell(self, fn: Callable[..., object], *args: Any) -> None:
         try:
             fn(*args)
         except RuntimeError:  # the event loop has closed: the replay is over

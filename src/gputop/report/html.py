@@ -220,7 +220,7 @@ def _chart(dev: DeviceSeries, key: str, title: str, scale: float, top: float | N
 def _bands(findings: Sequence[Finding], end: float) -> list[tuple[str, float, float, int]]:
     """(severity, start, end, findings) of the time covered by findings of each severity, with
     overlapping findings merged: one band however many rules saw the same stretch."""
-    out = []
+    out: list[tuple[str, float, float, int]] = []
     for sev in SEVERITIES:
         spans = sorted((f.since, f.until if f.until is not None else end)
                        for f in findings if _sev(f) == sev)

@@ -31,7 +31,8 @@ from gputop.report.recap import Recap
 from gputop.safetext import printable
 
 # Besides each diagnostic's own module, what decides what the diagnostics find.
-_ENGINE_MODULES = ("gputop.diagnose.engine", "gputop.diagnose.window", "gputop.model")
+_ENGINE_MODULES = ("gputop.diagnose.engine", "gputop.diagnose.types", "gputop.diagnose.window",
+                   "gputop.model.snapshot")
 
 
 def signature(engine: Engine) -> dict[str, Any]:
@@ -206,6 +207,7 @@ def diagnose(files: str | Sequence[str], *, note: TextIO | None = None,
         why, reader = f"{got}: reading the recording tick by tick", SeriesReader(files)
         header, recap = reader.header, Recap()
     else:  # the files before the last had summaries: the engine goes on from where they end
+        assert got.rest is not None
         why, reader = f"{got.why}: reading its ticks", RecordingReader(got.rest)
         header, recap = got.header, got.recap
     if note is not None:

@@ -238,7 +238,7 @@ class HostSource:
         if age <= 0:
             return 0.0
         ct = t.proc.cpu_times()
-        return 100.0 * (ct.user + ct.system) / age
+        return float(100.0 * (ct.user + ct.system) / age)
 
     def _children(self, pid: int, tick: _Tick) -> tuple[ChildProcess, ...]:
         found = (self._child(c, tick) for c in descendants(pid, tick.tree, stop_at=tick.gpu_pids))
@@ -338,7 +338,7 @@ def _iowait(t: Any) -> float:
 
 
 def _cpu_busy(t: Any) -> float:
-    return _cpu_total(t) - t.idle - _iowait(t)
+    return float(_cpu_total(t) - t.idle - _iowait(t))
 
 
 def _percent(part: float, whole: float) -> float:

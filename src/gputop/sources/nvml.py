@@ -4,7 +4,7 @@ Every NVML call goes through `_Device.ask`, which turns NVML's errors into gputo
 reasons once, here. A metric that answers NotSupported or NoPermission is not asked again. A GPU
 that answers GpuIsLost is marked lost and not polled again; the others keep updating.
 
-Cadence (costs measured on an H100, see docs/architecture.md):
+Cadence (costs measured on an H100, docs/diagnostics.md §0.11):
 - once at open: names, ids, max clocks, thresholds, PCIe max link, topology matrix (~10 ms a pair);
 - every tick (~0.1 ms a GPU): utilization, memory, power, clocks, temperature, reasons, P-state,
   fan, running processes;
@@ -261,7 +261,7 @@ def _cpu_list(masks: Any) -> str:
     for c in [*cpus, None]:
         if start is None:
             start = prev = c
-        elif c is not None and c == prev + 1:
+        elif c is not None and prev is not None and c == prev + 1:
             prev = c
         else:
             ranges.append(f"{start}" if start == prev else f"{start}-{prev}")
@@ -323,7 +323,7 @@ class NvmlSource:
         nvml = self._lib
         if nvml is None:
             try:
-                import pynvml as nvml
+                import pynvml as nvml  # type: ignore[no-redef]  # the binding, or a fake given
             except ImportError:
                 raise BackendUnavailable(
                     "nvidia-ml-py is not installed", hint="pip install nvidia-ml-py") from None
@@ -644,7 +644,7 @@ class NvmlSource:
 
     def _processes(self, dev: _Device) -> list[ProcessSample]:
         n = self.nvml
-        handles = [(dev.handle, None, None)]
+        handles: list[tuple[Any, int | None, int | None]] = [(dev.handle, None, None)]
         if dev.slow.get("mig_enabled") is True and dev.mig_handles:
             # The parent handle needs privileges under MIG; each MIG device answers for itself.
             handles = [(mh, gi, ci) for mh, gi, ci in dev.mig_handles]
@@ -674,6 +674,8 @@ class NvmlSource:
         util = dev.proc_util
         out = []
         for pid, e in sorted(found.items()):
+            sm: float | Missing
+            mem: float | Missing
             if isinstance(util, Missing):
                 sm = mem = util
             else:
@@ -960,8 +962,9 @@ def _reason_names(mask: int) -> tuple[str, ...]:
 def _field_value(v: Any) -> float | int:
     t = int(v.valueType)
     val = v.value
-    return {0: val.dVal, 1: val.uiVal, 2: val.ulVal, 3: val.ullVal, 4: val.sllVal,
-            5: val.siVal, 6: val.usVal}.get(t, val.ullVal)
+    got: float | int = {0: val.dVal, 1: val.uiVal, 2: val.ulVal, 3: val.ullVal, 4: val.sllVal,
+                        5: val.siVal, 6: val.usVal}.get(t, val.ullVal)
+    return got
 
 
 def _replace_link(lk: LinkSample, **changes: Any) -> LinkSample:

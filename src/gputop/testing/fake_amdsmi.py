@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 __version__ = "7.0.2"
 
@@ -317,6 +317,13 @@ def _device_call(fn: str) -> Callable[[FakeAmdSmi, FakeHandle], Any]:
     return call
 
 
+# The enums by names the class below does not shadow (it carries them as amdsmi does).
+_InitFlags = AmdSmiInitFlags
+_ClkType = AmdSmiClkType
+_TemperatureType = AmdSmiTemperatureType
+_TemperatureMetric = AmdSmiTemperatureMetric
+
+
 class FakeAmdSmi:
     """Use it where gputop takes the `amdsmi` module: `AmdSource(lib=FakeAmdSmi.load(path))`."""
 
@@ -392,7 +399,7 @@ class FakeAmdSmi:
 
     # -- amdsmi: library ---------------------------------------------------------------------------
 
-    def amdsmi_init(self, flag: AmdSmiInitFlags = AmdSmiInitFlags.INIT_AMD_GPUS) -> None:
+    def amdsmi_init(self, flag: _InitFlags = AmdSmiInitFlags.INIT_AMD_GPUS) -> None:
         self.calls[("amdsmi_init", None)] += 1
         if not isinstance(flag, AmdSmiInitFlags):
             raise AmdSmiParameterException(flag, AmdSmiInitFlags)
@@ -437,25 +444,28 @@ class FakeAmdSmi:
     amdsmi_topo_get_numa_node_number = _device_call("amdsmi_topo_get_numa_node_number")
 
     def amdsmi_get_clock_info(self, processor_handle: FakeHandle,
-                              clock_type: AmdSmiClkType) -> dict[str, Any]:
+                              clock_type: _ClkType) -> dict[str, Any]:
         self._check_enum(clock_type, AmdSmiClkType)
-        return self._answer("amdsmi_get_clock_info", processor_handle, clock_type.name)
+        return cast("dict[str, Any]",
+                    self._answer("amdsmi_get_clock_info", processor_handle, clock_type.name))
 
     def amdsmi_get_temp_metric(self, processor_handle: FakeHandle,
-                               sensor_type: AmdSmiTemperatureType,
-                               metric: AmdSmiTemperatureMetric) -> int:
+                               sensor_type: _TemperatureType,
+                               metric: _TemperatureMetric) -> int:
         self._check_enum(sensor_type, AmdSmiTemperatureType)
         self._check_enum(metric, AmdSmiTemperatureMetric)
-        return self._answer("amdsmi_get_temp_metric", processor_handle, sensor_type.name,
-                            metric.name)
+        return cast(int, self._answer("amdsmi_get_temp_metric", processor_handle,
+                                      sensor_type.name, metric.name))
 
     def amdsmi_get_gpu_fan_speed(self, processor_handle: FakeHandle, sensor_idx: int) -> int:
         self._check_enum(sensor_idx, int)
-        return self._answer("amdsmi_get_gpu_fan_speed", processor_handle, str(sensor_idx))
+        return cast(int, self._answer("amdsmi_get_gpu_fan_speed", processor_handle,
+                                      str(sensor_idx)))
 
     def amdsmi_get_gpu_fan_speed_max(self, processor_handle: FakeHandle, sensor_idx: int) -> int:
         self._check_enum(sensor_idx, int)
-        return self._answer("amdsmi_get_gpu_fan_speed_max", processor_handle, str(sensor_idx))
+        return cast(int, self._answer("amdsmi_get_gpu_fan_speed_max", processor_handle,
+                                      str(sensor_idx)))
 
     def amdsmi_get_link_metrics(self, processor_handle: FakeHandle) -> dict[str, Any]:
         metrics = self._answer("amdsmi_get_link_metrics", processor_handle)

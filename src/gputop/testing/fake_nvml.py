@@ -29,7 +29,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pynvml
 
@@ -775,7 +775,7 @@ class FakeNvml:
         for i, p in enumerate(busy):
             s = info.procUtilArray[i]
             s.pid, s.timeStamp = p.pid, ts
-            s.smUtil = int(p.sm_util)
+            s.smUtil = int(cast(float, p.sm_util))
             s.memUtil = 0 if isinstance(p.mem_util, Missing) else int(p.mem_util)
         info.processSamplesCount = len(busy)
         return None

@@ -1,5 +1,5 @@
 """Small hand-made Snapshots for tests and benchmarks, with the values of a real H100 (driver 580,
-measured; see docs/architecture.md). Prefer recorded fixtures; use these where a test needs one
+measured; docs/diagnostics.md §0). Prefer recorded fixtures; use these where a test needs one
 precise situation."""
 
 from __future__ import annotations

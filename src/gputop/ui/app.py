@@ -101,7 +101,7 @@ class GputopApp(App[None]):
     def get_default_screen(self) -> DashboardScreen:
         return self.dashboard
 
-    def run(self, *, mouse: bool | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
+    def run(self, *, mouse: bool | None = None, **kwargs: Any) -> Any:
         """`App.run`, with mouse support from the constructor unless given here."""
         return super().run(mouse=self.mouse if mouse is None else mouse, **kwargs)
 
@@ -120,10 +120,10 @@ class GputopApp(App[None]):
         except asyncio.CancelledError:
             raise
         except Exception as e:  # shown on screen; the last data stays up, marked as stale
-            self.dashboard.header.set_state(FAILED)
+            self.dashboard.feed_state = FAILED
             self.dashboard.add_warning(f"data feed stopped: {e}")
             return
-        self.dashboard.header.set_state(ENDED)
+        self.dashboard.feed_state = ENDED
         self.dashboard.add_warning("the recording has ended")
         if self.snapshot is not None:
             self.dashboard.apply_snapshot(self.snapshot, force_table=True)
@@ -148,7 +148,7 @@ class GputopApp(App[None]):
         """Show diagnostics findings (objects with .severity, .title, .detail); [] hides them."""
         self.dashboard.set_findings(findings)
         if self.replay is not None:
-            self.dashboard.header.tick()  # no longer "diagnosing"
+            self.dashboard.refresh_header()  # no longer "diagnosing"
 
     def add_warning(self, text: str) -> None:
         """A warning line of the app's own, above the snapshot's."""
@@ -157,8 +157,8 @@ class GputopApp(App[None]):
     def edit_history(self, edit: HistoryEdit) -> None:
         """A replay moved other than one tick forward: make the graphs lead up to where it is."""
         if edit.clear or edit.drop:
-            for history in self.histories.values():
-                history.drop(None if edit.clear else edit.drop)
+            for kept in self.histories.values():
+                kept.drop(None if edit.clear else edit.drop)
         for devices in edit.push:
             for d in devices:
                 history = self.histories.get(d.index)
@@ -240,7 +240,7 @@ class GputopApp(App[None]):
             return
         change(self.replay.control)
         self.replay.wake()
-        self.dashboard.header.tick()
+        self.dashboard.refresh_header()
 
     def open_detail(self, index: int) -> None:
         screen = DetailScreen(index, self.histories)

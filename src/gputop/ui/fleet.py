@@ -33,7 +33,8 @@ from gputop.ui.widgets.findings_panel import FindingsPanel
 
 
 class FleetSource(Protocol):
-    url: str
+    @property
+    def url(self) -> str: ...
 
     def refresh(self) -> FleetView: ...
 
@@ -146,7 +147,7 @@ def header_lines(view: FleetView, url: str, interval: float) -> Content:
     """Two lines: the fleet at a glance, then how fresh it is (or why the last refresh failed)."""
     gone = view.not_reporting
     utils = [u for n in view.nodes if n.reporting and (u := n.util_mean) is not None]
-    first = [("gputop fleet", "bold"), "  ",
+    first: list[Any] = [("gputop fleet", "bold"), "  ",
              (f"{len(view.nodes)} nodes · {view.gpu_count} GPUs", "bold")]
     if gone:
         first += ["  ", (f" {CROSS} {len(gone)} not reporting ", styles.badge_style("critical"))]
@@ -155,6 +156,7 @@ def header_lines(view: FleetView, url: str, interval: float) -> Content:
     if view.findings:
         first += [("  findings ", styles.LABEL), str(len(view.findings))]
     when = NA if view.time is None else fmt.clock_time(view.time)
+    second: list[Any]
     if view.error:
         second = [(" ▲ PROMETHEUS ", styles.badge_style("warning")), " ",
                   safe_content(view.error, styles.text_style("warning"), 300),
@@ -367,7 +369,7 @@ class FleetApp(App[None]):
     def get_default_screen(self) -> FleetScreen:
         return self.fleet_screen
 
-    def run(self, *, mouse: bool | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
+    def run(self, *, mouse: bool | None = None, **kwargs: Any) -> Any:
         return super().run(mouse=self.mouse if mouse is None else mouse, **kwargs)
 
     def on_mount(self) -> None:

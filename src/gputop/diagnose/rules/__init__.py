@@ -1,5 +1,5 @@
 """The built-in diagnostics, one module per problem; each module names its thresholds and cites
-the notes they come from (docs: gpu-telemetry-and-diagnostics §8)."""
+where they come from (docs/diagnostics.md §8)."""
 
 from __future__ import annotations
 

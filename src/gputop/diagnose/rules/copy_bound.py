@@ -1,8 +1,8 @@
 """R3 `gpu.copy_bound` (Hopper and newer): "busy" only because it is copying.
 
 NVML utilization counts copy-engine work as busy: a pure host-to-device copy loop read 94.9 % util
-while GPM `gr_active` and `sm_active` read 0 and PCIe RX ran at 52,810 MiB/s (notes §0.1, §8 R3).
-GPM is what tells the two apart, so older GPUs are not judged.
+while GPM `gr_active` and `sm_active` read 0 and PCIe RX ran at 52,810 MiB/s (docs/diagnostics.md
+§0.1, §8 R3). GPM is what tells the two apart, so older GPUs are not judged.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""R8 health rules: a lost GPU, Xid errors, memory errors, a degraded PCIe or NVLink link (notes
-§8 R8).
+"""R8 health rules: a lost GPU, Xid errors, memory errors, a degraded PCIe or NVLink link
+(docs/diagnostics.md §8 R8).
 
 Cheap checks of counters and flags with high value: most of them need a reset, a reboot or a
 hardware ticket, and the message says which.

@@ -3,9 +3,10 @@
 A training loop whose host side cannot keep up: pageable host-to-device copies, `.item()` or
 `.cpu()` synchronisations, Python overhead in small steps, or batches made in the main process
 (num_workers=0). From outside it reads as NVML util well below busy with the process's main thread
-at a full core and no DataLoader worker busy (notes §5.4: num_workers=0 ran at 17.7 % util with the
-main process at 268 %). A pure copy loop reads busy in NVML util while GPM's graphics activity
-reads 0 (§0.1), so where the GPU has GPM the finding says the time goes to copies.
+at a full core and no DataLoader worker busy (docs/diagnostics.md §5.4: num_workers=0 ran at
+17.7 % util with the main process at 268 %). A pure copy loop reads busy in NVML util while GPM's
+graphics activity reads 0 (§0.1), so where the GPU has GPM the finding says the time goes to
+copies.
 
 The probe tells it from starvation: where it sees the loop wait on its DataLoader, that is
 `loader.starvation`; where it sees no wait, the step itself is host-bound. Without the probe, a

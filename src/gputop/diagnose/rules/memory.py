@@ -1,11 +1,12 @@
 """`mem.growth` and `mem.pressure`: device memory that keeps growing, or is nearly full.
 
-From outside the process NVML sees the allocator's reserved memory plus the CUDA context (notes
-§0.7), so steady growth there is memory the job keeps and never gives back: a leak, or a cache
-without a bound. A straight-line fit over the last minute (and the last ten, for slow leaks)
-gives the rate and, against the free memory, the time left before an out-of-memory error. A
-trained model's memory is flat between steps, and a caching allocator grows in steps: a single
-step fits a line poorly (R² at most 0.75 for a step mid-span), so the fit quality keeps them out.
+From outside the process NVML sees the allocator's reserved memory plus the CUDA context
+(docs/diagnostics.md §0.7), so steady growth there is memory the job keeps and never gives back: a
+leak, or a cache without a bound. A straight-line fit over the last minute (and the last ten, for
+slow leaks) gives the rate and, against the free memory, the time left before an out-of-memory
+error. A trained model's memory is flat between steps, and a caching allocator grows in steps: a
+single step fits a line poorly (R² at most 0.75 for a step mid-span), so the fit quality keeps them
+out.
 """
 
 from __future__ import annotations

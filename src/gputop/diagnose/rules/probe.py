@@ -1,5 +1,5 @@
 """What the in-process probe shows about memory and NVML cannot: R4 `mem.fragmentation` and
-R7 `mem.headroom` (notes §4.3, §7.1, §8). The probe's loader wait (R2) is evidence of
+R7 `mem.headroom` (docs/diagnostics.md §4.3, §7.1, §8). The probe's loader wait (R2) is evidence of
 `loader.starvation` and is read there, so one problem makes one finding.
 
 Each reads `ProcessSample.probe`; a process without a probe gives no condition at all. The probe

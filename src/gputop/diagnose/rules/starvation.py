@@ -1,10 +1,10 @@
 """`loader.starvation`: the GPU waits for its input, seen from outside and from inside the job.
 
-Outside (notes §5.1, §8 R1): NVML or GPM say the GPU is mostly idle, and the host says why. Measured
-on an H100: NVML util is about 1 minus the loader's wait fraction, and "low busy with every
-DataLoader worker at 100 % CPU" is the signature of a CPU-bound input pipeline (§5.4). The workers,
-main process, I/O pressure and host CPU are read at the ticks where the GPU was starved, so the
-class describes the stall itself and not the healthy ticks around it.
+Outside (docs/diagnostics.md §5.1, §8 R1): NVML or GPM say the GPU is mostly idle, and the host says
+why. Measured on an H100: NVML util is about 1 minus the loader's wait fraction, and "low busy with
+every DataLoader worker at 100 % CPU" is the signature of a CPU-bound input pipeline (§5.4). The
+workers, main process, I/O pressure and host CPU are read at the ticks where the GPU was starved, so
+the class describes the stall itself and not the healthy ticks around it.
 
 Inside (§5.2, §8 R2): the in-process probe measures the share of each step the training loop spends
 blocked on its DataLoader, over its last 50 steps and (since the probe publishes it) over its last
@@ -56,9 +56,9 @@ from gputop.model.memory_split import home_processes
 
 ID = "loader.starvation"
 # The strength of the evidence sets the hold (how long a view must hold before it is shown).
-# Outside, NVML util is about 1 minus the loader's wait fraction (notes §5.4, within ~7 points in
-# all 9 measured runs), so a 20 s mean reads a stall as well as R1's minute did: 20 s is 40
-# samples at 2 Hz, and enough to average a 300/700 ms sawtooth (sd 45) to within ~10 points.
+# Outside, NVML util is about 1 minus the loader's wait fraction (docs/diagnostics.md §5.4, within
+# ~7 points in all 9 measured runs), so a 20 s mean reads a stall as well as R1's minute did: 20 s
+# is 40 samples at 2 Hz, and enough to average a 300/700 ms sawtooth (sd 45) to within ~10 points.
 WINDOW_S = 20.0
 RECENT_S = 8.0  # the view lets go once the last 8 s look healthy again ...
 RECOVERED_BUSY = 80.0  # ... at >= 80 % busy: a healthy step runs at 91-94 % (§5.4), while a

@@ -31,7 +31,7 @@ FOR_S = 30.0
 MIN_RANKS = 3  # a median of peers needs two of them; with two GPUs neither is "the" odd one
 ACTIVE_BUSY = 50.0  # the job is running: median busy of its GPUs
 # Under the power cap an H100's clock spreads ±6 % around its median (1350-1515 MHz, 10th-90th
-# percentile, notes §0.3); a gap of 15 % is beyond that spread.
+# percentile, docs/diagnostics.md §0.3); a gap of 15 % is beyond that spread.
 CLOCK_GAP = 0.15
 # A rank that waits for its own input has no kernels queued, while its peers spin in NCCL kernels
 # that count as busy; a faster rank spinning for the others reads only a few points lower.

@@ -1,12 +1,12 @@
 """R5 `thermal.*` and R6 `power.cap`: clocks held down by heat, power delivery or a power limit.
 
-Notes §6 and §8 R5/R6. The cumulative clock-event counters (seconds per reason) say how long each
-reason held the clock; the instantaneous bits are the fallback where the counters are not offered.
-An idle GPU is never throttled, whatever its bits say: `gpu_idle` appears without a CUDA context,
-and real idle cards at P8 report "SW Power Cap: Active" with the SM clock at 22 MHz (nvidia-smi -q
-of an RTX 5090) or 0 MHz (three RTX A6000s). Power capping at full load is normal on datacenter
-parts (§0.3), so it is reported only when someone lowered the limit, or the clocks fall below what
-the cap alone gives.
+docs/diagnostics.md §6 and §8 R5/R6. The cumulative clock-event counters (seconds per reason) say
+how long each reason held the clock; the instantaneous bits are the fallback where the counters are
+not offered. An idle GPU is never throttled, whatever its bits say: `gpu_idle` appears without a
+CUDA context, and real idle cards at P8 report "SW Power Cap: Active" with the SM clock at 22 MHz
+(nvidia-smi -q of an RTX 5090) or 0 MHz (three RTX A6000s). Power capping at full load is normal on
+datacenter parts (§0.3), so it is reported only when someone lowered the limit, or the clocks fall
+below what the cap alone gives.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.content import Content
 from textual.events import Resize
+from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
@@ -102,7 +103,17 @@ class DashboardScreen(Screen[None]):
         self.table.focus()
         self._show_proc_status([])
 
+    # What became of the feed: "" while it runs, then ENDED or FAILED (widgets.status_header).
+    feed_state: reactive[str] = reactive("", init=False)
+
     # -- data -----------------------------------------------------------------------------------
+
+    def watch_feed_state(self, state: str) -> None:
+        self.header.set_state(state)
+
+    def refresh_header(self) -> None:
+        """Recompute the header line now (a replay moved, its findings caught up)."""
+        self.header.tick()
 
     @property
     def active(self) -> bool:

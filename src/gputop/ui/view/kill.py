@@ -61,7 +61,7 @@ def _default_alive(pid: int) -> bool:
     try:
         import psutil
 
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
     except Exception:  # NoSuchProcess, AccessDenied on exit, psutil missing
         return False
 

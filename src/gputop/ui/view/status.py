@@ -1,7 +1,7 @@
 """What a GPU's state means at a glance: badges with a word, a glyph and a severity.
 
 Colour is never the only signal: every badge carries a word ("PWR CAP", "▲ HOT", "LOST"), and
-the severity picks the colour. Classes follow the clocks-event reasons table in the notes:
+the severity picks the colour. Classes follow docs/diagnostics.md §6 (and §0.3, §0.4):
 gpu_idle is not throttling, sw_power_cap is normal under load (info), thermal and hardware
 slowdowns are warnings or worse.
 """

@@ -1,11 +1,10 @@
 """The process table, drawn line by line.
 
-Textual's DataTable repaints every visible row, each cell through Rich, when one cell changes
-(see the notes' measurements); here a refresh repaints only the cells whose text changed, and
-a row is one strip of pre-measured cells. The header stays on the first line while rows
-scroll. Sorting and filtering happen before (in process_rows); a process's DataLoader workers
-follow it, and the cursor stays on the same process when rows move. Below 100 columns the JOB
-and RSS columns give their room to the command line."""
+Textual's DataTable repaints every visible row, each cell through Rich, when one cell changes;
+here a refresh repaints only the cells whose text changed, and a row is one strip of pre-measured
+cells. The header stays on the first line while rows scroll. Sorting and filtering happen before (in
+process_rows); a process's DataLoader workers follow it, and the cursor stays on the same process
+when rows move. Below 100 columns the JOB and RSS columns give their room to the command line."""
 
 from __future__ import annotations
 

@@ -26,6 +26,7 @@ from gputop.errors import RecordingError
 from gputop.model import (
     SCHEMA,
     DeviceSample,
+    DictMemo,
     HostSample,
     LinkSample,
     ProcessSample,
@@ -59,10 +60,10 @@ def _key(item: Mapping[str, Any], parts: tuple[str, ...]) -> str:
     return ":".join(str(item[p]) for p in parts)
 
 
-def to_record(snap: Snapshot) -> dict[str, Any]:
+def to_record(snap: Snapshot, memo: DictMemo | None = None) -> dict[str, Any]:
     # Merge patch uses null for "delete", so the record form has no nulls: a key that is absent
     # decodes to its default, and a missing measurement is in "unavailable".
-    d = snap.to_dict(drop_nulls=True)
+    d = snap.to_dict(drop_nulls=True, memo=memo)
     for name, parts in _KEYED.items():
         d[name] = {_key(x, parts): x for x in d.get(name) or ()}
     return d

@@ -15,6 +15,7 @@ from typing import IO, Any, Protocol
 from gputop import __version__
 from gputop.errors import RecordingError
 from gputop.model import (
+    DictMemo,
     Snapshot,
 )
 from gputop.recording.format import (
@@ -38,13 +39,14 @@ _GZIP_END = 16  # bytes that finishing a stream adds at most: an empty last bloc
 # Writing
 
 
-def round_to_sensor(rec: dict[str, Any]) -> None:
+def round_to_sensor(rec: dict[str, Any], fresh: set[int] | None = None) -> None:
     """Drops the digits no sensor measured from a tick in record form (docs/recording.md).
 
     CPU % per core and per process is counted in clock ticks (1 % of a core a second) and is
     kept whole; the node's total CPU % to 0.1; throughputs in bytes/s (PCIe, NVLink) to 3
     significant digits. The digits dropped are noise, which costs bytes that no compression
-    wins back."""
+    wins back. With `fresh` (ids of the dicts built for this tick), the links' dicts not in it
+    were rounded on an earlier tick and are left alone."""
     host = rec.get("host")
     if host:
         cores = host.get("cpu_percent_per_core")
@@ -64,6 +66,8 @@ def round_to_sensor(rec: dict[str, Any]) -> None:
             if _is_number(v := d.get(k)):
                 d[k] = _significant(v)
     for lk in (rec.get("links") or {}).values():
+        if fresh is not None and id(lk) not in fresh:
+            continue
         for k in ("rx", "tx"):
             if _is_number(v := lk.get(k)):
                 lk[k] = _significant(v)
@@ -131,6 +135,7 @@ class RecordingWriter:
         self._max_bytes = max_bytes
         self._keep = keep
         self._prev: dict[str, Any] | None = None
+        self._memo = DictMemo()
         self._since_keyframe = 0
         self._broken = False
         self._deleted = 0  # segments deleted to honour `keep`
@@ -154,8 +159,11 @@ class RecordingWriter:
     def write(self, snap: Snapshot) -> None:
         if self._broken:
             raise RecordingError(f"{self.path}: recording stopped after a write error")
-        rec = to_record(snap)
-        round_to_sensor(rec)
+        # An object the source handed again unchanged keeps its dict (rounded alike again):
+        # its patch is empty and the summary's decoder reuses what it built from it.
+        rec = to_record(snap, self._memo)
+        round_to_sensor(rec, fresh=self._memo.built)
+        self._memo.next_tick()
         keyframe = self._prev is None or self._since_keyframe >= self._keyframe_every
         patch = None if keyframe else diff(self._prev or {}, rec)
         line = _line({"k": rec} if patch is None else {"d": patch})

@@ -125,13 +125,15 @@ def _text(s: object) -> str:
 
 def _findings_table(findings: Sequence[Finding], t0: float, t1: float) -> str:
     fmt = clock_format(t0, t1)
-    rows = ["<table><tr><th>Start</th><th>End</th><th>Severity</th><th>GPU</th><th>ID</th>"
-            "<th>What</th></tr>"]
+    rows = ["<table><tr><th>Began</th><th>Shown</th><th>End</th><th>Severity</th><th>GPU</th>"
+            "<th>ID</th><th>What</th></tr>"]
     for f in findings:
         end = "open" if f.until is None else clock(f.until, fmt)
+        shown = "-" if f.opened is None else clock(f.opened, fmt)
         detail = " ".join(x for x in (f.cause, f"Fix: {f.fix}" if f.fix else "") if x)
         rows.append(
-            f'<tr><td class="when">{clock(f.since, fmt)}</td><td class="when">{end}</td>'
+            f'<tr><td class="when">{clock(f.since, fmt)}</td><td class="when">{shown}</td>'
+            f'<td class="when">{end}</td>'
             f'<td><span class="sev {_sev(f)}">{_sev(f).upper()}</span></td>'
             f'<td class="num">{"-" if f.device is None else f.device}</td>'
             f"<td>{_text(f.id)}</td><td>{_text(f.title)}"

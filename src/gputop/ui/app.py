@@ -98,6 +98,7 @@ class GputopApp(App[None]):
         self.dashboard = screen(clock=clock, interval=interval, suffix=title_suffix,
                                 table_interval=table_interval, histories=self.histories,
                                 position=replay.status if replay else None)
+        self.dashboard.findings.times = replay is not None
 
     def get_default_screen(self) -> DashboardScreen:
         return self.dashboard

@@ -23,10 +23,8 @@ import atexit
 import contextlib
 import json
 import os
-import runpy
 import stat
 import sys
-import tempfile
 import threading
 import time
 from collections import deque
@@ -345,6 +343,8 @@ class Probe:
         if self.path is None:
             return None
         data = json.dumps(self.snapshot(), separators=(",", ":")).encode()
+        import tempfile  # here: a training script imports this module and may never publish
+
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{os.getpid()}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:  # mkstemp made it 0600
@@ -517,6 +517,8 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["GPUTOP_PROBE"] = "1"  # tells the script (and its children) it is probed
         start(interval)
         patch_dataloader()
+    import runpy
+
     target, sys.argv = args[0], args
     if module:
         runpy.run_module(target, run_name="__main__", alter_sys=True)

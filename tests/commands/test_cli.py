@@ -183,6 +183,17 @@ def test_unknown_command() -> None:
     assert r.returncode == 2 and "unknown command" in r.stderr
 
 
+def test_the_monitor_command_loads_no_dashboard_exporter_or_diagnostics_until_it_needs_them(
+        ) -> None:
+    # `gputop --once` and the first frame of the dashboard wait for every module loaded first.
+    code = ("import sys, gputop.commands.main; "
+            "print(sorted(m for m in ('textual', 'prometheus_client', 'gputop.diagnose', "
+            "'asyncio') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
+
+
 def test_once_shows_a_draw_without_a_known_limit_as_watts_alone() -> None:
     import dataclasses
 

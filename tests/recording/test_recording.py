@@ -168,6 +168,9 @@ def test_a_full_disk_stops_recording_and_keeps_what_was_written(tmp_path: Path) 
 
         def flush(self) -> None: ...
 
+        def truncate(self, size: int) -> int:
+            return real.truncate(size)
+
         def close(self) -> None:
             self.closed = True
             real.close()
@@ -201,3 +204,21 @@ def test_size_per_gpu_day_is_small(tmp_path: Path) -> None:
     assert time.perf_counter() - start < 60  # sanity, not a benchmark (see bench/)
     per_gpu_day = w.bytes_written / 8 * (86400 / 600)
     assert per_gpu_day < 5e6
+
+
+def test_links_handed_again_unchanged_and_then_changed_read_back_as_written(
+        tmp_path: Path) -> None:
+    # The NVML source hands the same link objects between its slow ticks; the writer reuses
+    # their shapes then, and must still write each new value when they change.
+    import dataclasses
+
+    first = node(2, links=4, time=1000.0)
+    same = dataclasses.replace(first, time=1001.0)  # the very same link objects
+    changed = dataclasses.replace(first, time=1002.0, links=tuple(
+        dataclasses.replace(lk, rx=1.5e9, tx=Missing("pending")) for lk in first.links))
+    again = dataclasses.replace(changed, time=1003.0)
+    snaps = [first, same, changed, again]
+    write(tmp_path / "run.gputop", snaps)
+    got = read_recording(tmp_path / "run.gputop").snapshots
+    assert [s.links for s in got] == [s.links for s in snaps]
+    assert got[2].links[0].rx == 1.5e9 and got[3].links[0].tx == Missing("pending")

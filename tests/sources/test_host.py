@@ -425,3 +425,37 @@ def wait_for(condition, timeout: float = 5.0) -> None:  # type: ignore[no-untype
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         time.sleep(0.01)
+
+
+def _fake_stat(root: Path, pid: int, ppid: int, start: int) -> None:
+    d = root / str(pid)
+    d.mkdir(exist_ok=True)
+    tail = " ".join(["0"] * 17)  # the fields between ppid and starttime
+    (d / "stat").write_text(f"{pid} (python (x)) S {ppid} {tail} {start} 0 0\n")
+
+
+def test_new_workers_are_found_by_the_next_full_scan_and_gone_ones_at_once(
+        tmp_path: Path) -> None:
+    from gputop.sources.host import SCAN_EVERY_S
+
+    _fake_stat(tmp_path, 10, 1, 500)  # the GPU process
+    _fake_stat(tmp_path, 11, 10, 600)  # a worker
+    _fake_stat(tmp_path, 99, 1, 100)  # something else on the node
+    source = HostSource(proc_root=str(tmp_path))
+    assert set(source._process_table(frozenset({10}), 0.0)[0]) == {10, 11, 99}
+
+    _fake_stat(tmp_path, 12, 10, 700)  # a worker started after the scan
+    (tmp_path / "11" / "stat").unlink()  # a worker that exited
+    (tmp_path / "11").rmdir()
+    between, tree = source._process_table(frozenset({10}), 1.0)
+    assert 11 not in between and 12 not in between  # only the known rows are read again
+    assert tree.get(10, []) == []
+
+    later, tree = source._process_table(frozenset({10}), SCAN_EVERY_S)
+    assert {10, 12} <= set(later) and 11 not in later and tree[10] == [12]
+
+    _fake_stat(tmp_path, 13, 1, 800)  # a new GPU process: scanned at once
+    assert 13 in source._process_table(frozenset({10, 13}), SCAN_EVERY_S + 1)[0]
+
+    _fake_stat(tmp_path, 12, 10, 900)  # PID 12 reused by a new process: scanned at once
+    assert source._process_table(frozenset({10, 13}), SCAN_EVERY_S + 2)[0][12].start == 900

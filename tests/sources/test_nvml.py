@@ -192,13 +192,17 @@ def test_idle_processes_get_zero_sm_not_missing() -> None:
 
 
 def test_gpm_is_off_on_pre_hopper_gpus_and_pcie_falls_back_to_throughput() -> None:
+    from gputop.sources.nvml import PCIE_THROUGHPUT_EVERY_S
+
     snaps = [node(1, time=1000.0 + t, sm_active=Missing("unsupported"),
-                  gr_active=Missing("unsupported")) for t in range(2)]
+                  gr_active=Missing("unsupported")) for t in (0, 1, PCIE_THROUGHPUT_EVERY_S)]
     ticks, fake, _ = run(snaps)
     d = ticks[-1].devices[0]
     assert d.sm_active.reason == "unsupported"
     assert d.pcie_rx == pytest.approx(2.0e9, rel=1e-3)
-    assert fake.calls["nvmlDeviceGetPcieThroughput"] == 4  # tx and rx on each slow tick
+    assert ticks[1].devices[0].pcie_rx == ticks[0].devices[0].pcie_rx  # kept in between
+    # tx and rx, on the first slow tick and PCIE_THROUGHPUT_EVERY_S later: each call blocks
+    assert fake.calls["nvmlDeviceGetPcieThroughput"] == 4
 
 
 def test_slow_metrics_are_read_on_the_slow_cadence_only() -> None:

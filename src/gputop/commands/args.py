@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import argparse
 
-from gputop.export.server import DEFAULT_ADDRESS
-
 
 def positive(s: str) -> float:
     try:
@@ -57,6 +55,9 @@ def device_list(s: str) -> set[int]:
 
 def parse_address(text: str) -> tuple[str, int]:
     """`HOST:PORT`, `:PORT` (every interface), `PORT` (loopback), `[::1]:PORT`."""
+    # Here, not at the top: the other commands must not load the exporter (prometheus_client).
+    from gputop.export.server import DEFAULT_ADDRESS
+
     host, sep, port = text.rpartition(":")
     if not sep:
         host, port = DEFAULT_ADDRESS[0], text

@@ -5,28 +5,29 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import socket
 import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from gputop import __version__
 from gputop.commands.args import device_list, positive, size
 from gputop.errors import GputopError, RecordingError
-from gputop.feeds import PolledFeed
-from gputop.feeds.diagnosed import with_diagnostics
 from gputop.feeds.live import live_poller
-from gputop.feeds.playback import demo_feed
-from gputop.feeds.tee import RecordingTee
-from gputop.model import Snapshot
 from gputop.safetext import encodable_tree, printable
 
+# Imported where they are used: `--once` needs neither the diagnostics, nor asyncio, nor the
+# recording, and the dashboard loads them in a thread while Textual loads.
 if TYPE_CHECKING:
+    from gputop.feeds import PolledFeed
+    from gputop.model import Snapshot
     from gputop.recording.writer import RecordingWriter
 
+T = TypeVar("T")
 ONCE_TIMEOUT_S = 30.0
 
 
@@ -76,42 +77,75 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 
-def _call_with_timeout(fn: Callable[[], Snapshot], timeout: float) -> Snapshot:
-    """NVML calls can hang on a sick GPU; a one-shot must still end."""
-    box: dict[str, Any] = {}
+def _draw_plain_frame(snap: Snapshot, out: TextIO) -> bool:
+    """The snapshot as `--once` prints it, cut to the terminal, on the alternate screen (which
+    the dashboard takes over and leaves on exit). False when there is no terminal to draw on."""
+    from gputop.ui.view.table import render
 
-    def run() -> None:
+    try:
+        cols, rows = os.get_terminal_size(out.fileno())
+    except (OSError, ValueError):
+        return False
+    lines = [line[:cols] for line in render(snap).splitlines()[:rows]]
+    out.write("\x1b[?1049h\x1b[H\x1b[2J" + "\r\n".join(lines))
+    out.flush()
+    return True
+
+
+def _leave_plain_frame(out: TextIO) -> None:
+    out.write("\x1b[?1049l")
+    out.flush()
+
+
+class _Started:
+    """`fn` running in a daemon thread from now on; `result` waits for it (an NVML call can hang
+    on a sick GPU) and raises what it raised."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self._box: dict[str, Any] = {}
+        self._thread = threading.Thread(target=self._run, args=(fn,), daemon=True,
+                                        name="gputop-start")
+        self._thread.start()
+
+    def _run(self, fn: Callable[[], Any]) -> None:
         try:
-            box["snap"] = fn()
+            self._box["value"] = fn()
         except BaseException as e:  # handed to the caller's thread
-            box["error"] = e
+            self._box["error"] = e
 
-    t = threading.Thread(target=run, daemon=True, name="gputop-poll")
-    t.start()
-    t.join(timeout)
-    if t.is_alive():
-        raise GputopError(f"the GPU driver did not answer within {timeout:.0f} s",
-                          hint="a GPU may be hung; check `dmesg` for Xid errors")
-    if "error" in box:
-        raise box["error"]
-    snap: Snapshot = box["snap"]
-    return snap
+    def result(self, timeout: float) -> Any:
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise GputopError(f"the GPU driver did not answer within {timeout:.0f} s",
+                              hint="a GPU may be hung; check `dmesg` for Xid errors")
+        if "error" in self._box:
+            raise self._box["error"]
+        return self._box["value"]
 
+
+def _call_with_timeout(fn: Callable[[], T], timeout: float) -> T:
+    """NVML calls can hang on a sick GPU; a one-shot must still end."""
+    result: T = _Started(fn).result(timeout)
+    return result
 
 
 def run_once(args: argparse.Namespace, out: TextIO) -> int:
     from gputop.ui.view.table import render
 
     if args.demo:
+        from gputop.feeds.playback import demo_feed
+
         feed = demo_feed()
         feed.skip(120)  # two minutes in: training is running
         snap = feed.poll_once()
     else:
-        # Short slow cadence so that rates and GPM (which need two readings) are filled.
-        poller = live_poller(args.devices, slow_interval=0.2)
+        poller = live_poller(args.devices)
         try:
-            _call_with_timeout(poller.poll_once, ONCE_TIMEOUT_S)
-            time.sleep(0.25)
+            # Rates need two readings of their counters: the first is taken now and the second
+            # by the poll, with no poll in between; the wait is the host's CPU share's (0.2 s),
+            # and the first slow tick runs in it.
+            ready = _call_with_timeout(poller.prime, ONCE_TIMEOUT_S)
+            time.sleep(max(0.0, ready - time.time()))
             snap = _call_with_timeout(poller.poll_once, ONCE_TIMEOUT_S)
         finally:
             poller.close()
@@ -133,6 +167,8 @@ def open_recording(args: argparse.Namespace, meta: dict[str, Any]) -> RecordingW
 
 
 def run_record_headless(args: argparse.Namespace, err: TextIO) -> int:
+    from gputop.feeds.playback import demo_feed
+
     feed: PolledFeed = demo_feed() if args.demo else live_poller(args.devices)
     meta = {"interval": args.interval, "argv": sys.argv[1:], "host": socket.gethostname()}
     try:
@@ -145,6 +181,7 @@ def run_record_headless(args: argparse.Namespace, err: TextIO) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     err.write(f"gputop: recording to {args.record} every {args.interval:g} s "
               "(Ctrl-C to stop)\n")
+    failed: RecordingError | None = None
     try:
         next_at = time.monotonic()
         while not stop.is_set() and (args.count is None or writer.ticks < args.count):
@@ -157,11 +194,13 @@ def run_record_headless(args: argparse.Namespace, err: TextIO) -> int:
             stop.wait(max(0.0, next_at - time.monotonic()))
     except KeyboardInterrupt:
         pass
+    except RecordingError as e:  # a full disk: the file keeps every tick before it
+        failed = e
     finally:
-        # On a write error (a full disk) the file keeps every tick before it; main prints the
-        # error as the one line.
-        writer.close()
         feed.close()
+        failed = _close_recording(writer, failed)
+    if failed is not None:
+        raise failed  # main prints it as the one line
     files = writer.segments
     where = (str(files[0]) if len(files) == 1
              else f"{len(files)} files, {files[0]} to {files[-1].name}")
@@ -186,14 +225,56 @@ def newly_lost(snap: Snapshot, known: set[int]) -> list[str]:
 
 
 def run_dashboard(args: argparse.Namespace) -> int:
-    from gputop.ui.app import GputopApp
+    # Textual takes a good part of a second to load. So the GPUs are opened and polled first (in
+    # a thread: a sick GPU can hang a call), and that poll is drawn at once as a plain table on
+    # the alternate screen; the dashboard then replaces it with the same snapshot. The
+    # diagnostics load in that thread while Textual loads here.
+    polled = threading.Event()
+    first: list[Snapshot] = []
 
-    feed: PolledFeed = demo_feed() if args.demo else live_poller(args.devices)
-    writer = None
-    if args.record:
-        writer = open_recording(args, {"interval": args.interval})
-        feed = RecordingTee(feed, writer)
-    diagnosed = with_diagnostics(feed)
+    def start() -> tuple[PolledFeed, Any]:
+        from gputop.diagnose import default_engine
+
+        if args.demo:
+            from gputop.feeds.playback import demo_feed
+
+            polled.set()
+            return demo_feed(), default_engine()
+        poller = live_poller(args.devices, background=True)
+        try:
+            first.append(poller.poll_ahead())
+            polled.set()
+            return poller, default_engine()
+        except BaseException:
+            poller.close()
+            raise
+        finally:
+            polled.set()
+
+    started = _Started(start)
+    polled.wait(ONCE_TIMEOUT_S)
+    plain = bool(first) and _draw_plain_frame(first[0], sys.stdout)
+    try:
+        from gputop.feeds.diagnosed import DiagnosedFeed
+        from gputop.feeds.tee import RecordingTee
+        from gputop.ui.app import GputopApp
+
+        feed, engine = started.result(ONCE_TIMEOUT_S)
+        writer = None
+        tee: RecordingTee | None = None
+        if args.record:
+            try:
+                writer = open_recording(args, {"interval": args.interval})
+            except RecordingError:
+                feed.close()
+                raise
+            feed = tee = RecordingTee(feed, writer)
+    except BaseException:
+        if plain:
+            _leave_plain_frame(sys.stdout)
+        raise
+    diagnosed = DiagnosedFeed(feed, engine)
+    failed: RecordingError | None = None
     try:
         app = GputopApp(diagnosed, interval=args.interval, readonly=args.readonly,
                         mouse=not args.no_mouse, ansi=args.ansi,
@@ -203,25 +284,19 @@ def run_dashboard(args: argparse.Namespace) -> int:
     finally:
         diagnosed.close()
         if writer is not None:
-            writer.close()
+            failed = _close_recording(writer, tee.failed if tee is not None else None)
+    if failed is not None:
+        raise failed  # the dashboard said so while it ran; the shell gets the one line too
     return 0
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
+def _close_recording(writer: Any, failed: RecordingError | None) -> RecordingError | None:
+    """Closes the recording; the first error of writing it, if any (a full disk)."""
+    try:
+        writer.close()
+    except RecordingError as e:
+        return failed or e
+    return failed
 
 
 def main(argv: list[str]) -> int:

@@ -25,7 +25,13 @@ class DiagnosedFeed:
         return snap
 
     async def stream(self, interval: float) -> AsyncIterator[Snapshot]:
+        first = True
         async for snap in self.feed.stream(interval):
+            if first:  # the first frame does not wait for the diagnostics: they follow it
+                first = False
+                yield snap
+                self._tell(await asyncio.to_thread(self.engine.update, snap))
+                continue
             self._tell(await asyncio.to_thread(self.engine.update, snap))
             yield snap
 

@@ -11,12 +11,14 @@ from gputop.sources.base import GpuSource
 from gputop.sources.poller import Poller
 
 
-def live_poller(devices: set[int] | None = None, *, slow_interval: float = 5.0) -> Poller:
-    """A Poller over every GPU backend this machine may have, and the host."""
+def live_poller(devices: set[int] | None = None, *, slow_interval: float = 5.0,
+                background: bool = False) -> Poller:
+    """A Poller over every GPU backend this machine may have, and the host. With `background`,
+    a poll does not wait for the slow NVML calls (the dashboard)."""
     from gputop.sources.host import HostSource
     from gputop.sources.nvml import NvmlSource
 
-    sources: list[GpuSource] = [NvmlSource(slow_interval=slow_interval)]
+    sources: list[GpuSource] = [NvmlSource(slow_interval=slow_interval, background=background)]
     try:
         from gputop.sources.amd import AmdSource
     except ImportError:

@@ -403,9 +403,10 @@ class Snapshot:
     def processes_on(self, index: int) -> tuple[ProcessSample, ...]:
         return tuple(p for p in self.processes if p.device_index == index)
 
-    def to_dict(self, *, drop_nulls: bool = False) -> dict[str, Any]:
+    def to_dict(self, *, drop_nulls: bool = False, memo: DictMemo | None = None
+                ) -> dict[str, Any]:
         out: dict[str, Any] = {"schema": SCHEMA}
-        out.update(to_dict(self, drop_nulls=drop_nulls))
+        out.update(to_dict(self, drop_nulls=drop_nulls, memo=memo))
         return out
 
     @classmethod
@@ -456,9 +457,36 @@ def _plain(v: Any) -> Any:
     return v
 
 
-def to_dict(obj: Any, *, drop_nulls: bool = False) -> dict[str, Any]:
+class DictMemo:
+    """The JSON shapes of the last tick's list items (links, devices, processes) by identity: a
+    source hands the very same object again when nothing in it changed (an NVLink between two
+    slow ticks), and its shape is then not built again. Holds the objects, so their ids stay
+    theirs; keeps one tick."""
+
+    def __init__(self) -> None:
+        self._last: dict[int, tuple[Any, dict[str, Any]]] = {}
+        self._this: dict[int, tuple[Any, dict[str, Any]]] = {}
+        self.built: set[int] = set()  # ids of the dicts built this tick (not reused)
+
+    def shape(self, obj: Any, drop_nulls: bool) -> dict[str, Any]:
+        hit = self._last.get(id(obj))
+        if hit is None or hit[0] is not obj:
+            hit = (obj, to_dict(obj, drop_nulls=drop_nulls))
+            self.built.add(id(hit[1]))
+        self._this[id(obj)] = hit
+        return hit[1]
+
+    def next_tick(self) -> None:
+        self._last, self._this = self._this, {}
+        self.built = set()
+
+
+def to_dict(obj: Any, *, drop_nulls: bool = False, memo: DictMemo | None = None
+            ) -> dict[str, Any]:
     """The JSON shape. With `drop_nulls`, keys whose value is null are left out, and so are the
-    fields a class names in `_record_defaults` while they hold those values (record form)."""
+    fields a class names in `_record_defaults` while they hold those values (record form). With
+    `memo`, the items of lists of objects are shaped through it (the caller must not change the
+    dicts it returns, or must change them the same way every tick)."""
     out: dict[str, Any] = {}
     unavailable: dict[str, Any] = {}
     defaults: dict[str, Any] = getattr(obj, "_record_defaults", {})
@@ -477,7 +505,10 @@ def to_dict(obj: Any, *, drop_nulls: bool = False) -> dict[str, Any]:
                 continue
             unavailable[name] = missing_to_dict(v)
         elif isinstance(v, tuple) and v and dataclasses.is_dataclass(v[0]):
-            out[name] = [to_dict(x, drop_nulls=drop_nulls) for x in v]
+            if memo is None:
+                out[name] = [to_dict(x, drop_nulls=drop_nulls) for x in v]
+            else:
+                out[name] = [memo.shape(x, drop_nulls) for x in v]
         elif dataclasses.is_dataclass(v):
             out[name] = to_dict(v, drop_nulls=drop_nulls)
         else:

@@ -4,6 +4,7 @@ summary its summarizer (given by the caller) makes of it."""
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -15,6 +16,7 @@ from typing import IO, Any, Protocol
 from gputop import __version__
 from gputop.errors import RecordingError
 from gputop.model import (
+    DictMemo,
     Snapshot,
 )
 from gputop.recording.format import (
@@ -26,6 +28,7 @@ from gputop.recording.format import (
     VERSION,
     diff,
     footer,
+    footer_of,
     to_record,
 )
 from gputop.recording.segments import segment_paths
@@ -39,13 +42,14 @@ _GZIP_END = 16  # bytes that finishing a stream adds at most: an empty last bloc
 # Writing
 
 
-def round_to_sensor(rec: dict[str, Any]) -> None:
+def round_to_sensor(rec: dict[str, Any], fresh: set[int] | None = None) -> None:
     """Drops the digits no sensor measured from a tick in record form (docs/recording.md).
 
     CPU % per core and per process is counted in clock ticks (1 % of a core a second) and is
     kept whole; the node's total CPU % to 0.1; throughputs in bytes/s (PCIe, NVLink) to 3
     significant digits. The digits dropped are noise, which costs bytes that no compression
-    wins back."""
+    wins back. With `fresh` (ids of the dicts built for this tick), the links' dicts not in it
+    were rounded on an earlier tick and are left alone."""
     host = rec.get("host")
     if host:
         cores = host.get("cpu_percent_per_core")
@@ -65,6 +69,8 @@ def round_to_sensor(rec: dict[str, Any]) -> None:
             if _is_number(v := d.get(k)):
                 d[k] = _significant(v)
     for lk in (rec.get("links") or {}).values():
+        if fresh is not None and id(lk) not in fresh:
+            continue
         for k in ("rx", "tx"):
             if _is_number(v := lk.get(k)):
                 lk[k] = _significant(v)
@@ -137,12 +143,14 @@ class RecordingWriter:
         self._max_bytes = max_bytes
         self._keep = keep
         self._prev: dict[str, Any] | None = None
+        self._memo = DictMemo()
         self._since_keyframe = 0
         self._broken = False
         self._deleted = 0  # segments deleted to honour `keep`
         self._series = os.urandom(8).hex() if max_bytes is not None else None
         self._summary = summarizer
         self._summary_room = 0  # bytes kept free in a segment for its summary
+        self._no_summary: str | None = None  # why the file being written goes without one
         self._z: zlib._Compress  # the segment's deflate stream, and its size so far:
         self._segment_bytes = self._segment_ticks = 0  # set by _open
         if max_bytes is not None:
@@ -160,8 +168,11 @@ class RecordingWriter:
     def write(self, snap: Snapshot) -> None:
         if self._broken:
             raise RecordingError(f"{self.path}: recording stopped after a write error")
-        rec = to_record(snap)
-        round_to_sensor(rec)
+        # An object the source handed again unchanged keeps its dict (rounded alike again):
+        # its patch is empty and the summary's decoder reuses what it built from it.
+        rec = to_record(snap, self._memo)
+        round_to_sensor(rec, fresh=self._memo.built)
+        self._memo.next_tick()
         keyframe = self._prev is None or self._since_keyframe >= self._keyframe_every
         patch = None if keyframe else diff(self._prev or {}, rec)
         line = _line({"k": rec} if patch is None else {"d": patch})
@@ -194,21 +205,27 @@ class RecordingWriter:
                 # little more). One that would take over a quarter of a segment is not worth
                 # it: such small segments go without.
                 need = 2 * len(self._summary_member()) + 16384 + FOOTER_SIZE
-                self._summary_room = need if need <= self._max_bytes // 4 else 0
+                self._summary_room = need if need <= self._max_bytes // 4 else FOOTER_SIZE
+                self._no_summary = None if need <= self._max_bytes // 4 else "size"
         except Exception:  # a summary is an extra: the recording goes on without it
             self._summary = None
-            self._summary_room = 0
+            self._summary_room = FOOTER_SIZE
+            self._no_summary = "error"
 
     def _summary_member(self) -> bytes:
         z = zlib.compressobj(COMPRESSION_LEVEL, zlib.DEFLATED, GZIP_WBITS)
         segment = len(self.segments) - 1 + self._deleted if self._series is not None else None
         assert self._summary is not None
         body = self._summary.summary(self._series, segment)
+        # What it vouches for: the bytes before it, so that a reader can tell ticks changed
+        # since (a flipped bit) from ticks it may take the summary for.
+        body["covers"] = {"bytes": self._segment_bytes, "crc32": self._crc}
         return z.compress(_line({SUMMARY: body})) + z.flush(zlib.Z_FINISH)
 
     def _open(self, path: Path) -> None:
         try:
-            self._f: IO[bytes] = open(path, "xb")  # noqa: SIM115 - closed in _finish()
+            # Unbuffered: a write that fails leaves nothing behind to be written at close.
+            self._f: IO[bytes] = open(path, "xb", buffering=0)  # noqa: SIM115 - _finish()
         except FileExistsError:
             self._broken = bool(self.segments)
             raise RecordingError(f"{path} already exists",
@@ -219,6 +236,7 @@ class RecordingWriter:
         self.segments.append(path)
         self._z = zlib.compressobj(COMPRESSION_LEVEL, zlib.DEFLATED, GZIP_WBITS)
         self._segment_bytes = self._segment_ticks = 0
+        self._crc = 0  # of the segment's bytes so far: its summary vouches for them
         header: dict[str, Any] = {"type": "header", "format": FORMAT, "version": VERSION,
                                   "gputop": __version__, "meta": self._meta}
         if self._series is not None:
@@ -245,20 +263,22 @@ class RecordingWriter:
 
     def _write(self, chunk: bytes) -> None:
         try:
-            self._f.write(chunk)
-            self._f.flush()
+            _write_all(self._f, chunk)
             if self._fsync:
                 os.fsync(self._f.fileno())
         except OSError as e:
             # The compressor has taken a tick the file lacks: finishing the stream now would
-            # write a checksum over it. Stop here; the file stays readable up to its last tick.
+            # write a checksum over it. Stop here, cut off what part of the tick reached the
+            # disk: the file reads to its last tick.
             self._broken = True
+            self._cut(self._segment_bytes)
             raise RecordingError(
                 f"cannot write {self.current_path}: {e.strerror or e}",
                 hint=f"the {self.ticks} ticks written before are kept",
             ) from None
         self.bytes_written += len(chunk)
         self._segment_bytes += len(chunk)
+        self._crc = zlib.crc32(chunk, self._crc)
 
     def _finish(self) -> OSError | None:
         """Ends the current segment's gzip stream (unless a write failed), appends its summary
@@ -268,50 +288,72 @@ class RecordingWriter:
         try:
             if not self._broken:
                 end = self._z.flush(zlib.Z_FINISH)
-                self._f.write(end)
-                self._f.flush()
+                _write_all(self._f, end)
                 self.bytes_written += len(end)
                 self._segment_bytes += len(end)
+                self._crc = zlib.crc32(end, self._crc)
                 self._append_summary()
         except OSError as e:
             self._broken = True  # the file lacks only its end marker: it reads to its last tick
+            self._cut(self._segment_bytes)
             return e
         finally:
-            self._f.close()
+            try:
+                self._f.close()
+            except OSError:
+                pass  # unbuffered: nothing is left to write
         if self._summary is not None:
             self._summary.next_file()
         return None
 
     def _append_summary(self) -> None:
-        """The summary's gzip member, then the footer saying where it starts. A file without
-        room for them, or where writing them fails, ends at its ticks' end marker instead."""
-        if self._summary is None:
-            return
-        try:
-            member = self._summary_member()
-        except Exception:  # a summary is an extra: the file is complete without it
-            self._summary = None
-            return
+        """The summary's gzip member, then the footer saying where it starts; a file whose
+        summary could not be made or has no room gets a footer saying why instead (when that
+        fits). Where writing them fails, the file ends at its ticks' end marker."""
+        if self._summary is None and self._no_summary is None:
+            return  # written without summaries
         at = self._segment_bytes
-        if self._max_bytes is not None and at + len(member) + FOOTER_SIZE > self._max_bytes:
-            return
-        data = member + footer(at, len(member))
+        why = self._no_summary
+        data = b""
+        if why is None:
+            try:
+                member = self._summary_member()
+            except Exception:  # a summary is an extra: the file is complete without it
+                self._summary = None
+                why = self._no_summary = "error"
+            else:
+                if (self._max_bytes is not None
+                        and at + len(member) + FOOTER_SIZE > self._max_bytes):
+                    why = "size"
+                else:
+                    data = member + footer(at, len(member))
+        if why is not None:
+            if self._max_bytes is not None and at + FOOTER_SIZE > self._max_bytes:
+                return
+            data = footer_of({"no_summary": why})
         try:
-            self._f.write(data)
-            self._f.flush()
+            _write_all(self._f, data)
             if self._fsync:
                 os.fsync(self._f.fileno())
         except OSError:
-            try:
-                self._f.truncate(at)  # back to a complete file without a summary
-            except OSError:
-                pass
+            self._cut(at)  # back to a complete file without a summary
             raise
         self.bytes_written += len(data)
         self._segment_bytes += len(data)
 
+    def _cut(self, size: int) -> None:
+        """Cuts the file being written back to `size` bytes (what a failed write left)."""
+        try:
+            self._f.truncate(size)
+        except OSError:
+            pass  # a reader drops the part of a tick at the end anyway
+
     def close(self) -> None:
-        self._finish()
+        """Finishes the file. RecordingError when finishing it failed (its ticks are kept)."""
+        e = self._finish()
+        if e is not None:
+            raise RecordingError(f"cannot finish {self.current_path}: {e.strerror or e}",
+                                 hint=f"the {self.ticks} ticks written before are kept")
 
     def __enter__(self) -> RecordingWriter:
         return self
@@ -320,3 +362,11 @@ class RecordingWriter:
         self.close()
 
 
+def _write_all(f: IO[bytes], data: bytes) -> None:
+    """Writes all of `data` to an unbuffered file (a write may take only part of it)."""
+    view = memoryview(data)
+    while view:
+        n = f.write(view)
+        if not n:
+            raise OSError(errno.EIO, "the file took no more bytes")
+        view = view[n:]

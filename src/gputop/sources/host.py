@@ -48,6 +48,11 @@ NOT_VISIBLE = Missing("not_visible")
 NO_PERMISSION = Missing("no_permission")
 ZOMBIE = Missing("error", detail="zombie process")
 
+# The whole of /proc is scanned for new DataLoader workers at most this often; in between, a
+# tick reads /proc/PID/stat of the GPU processes and the workers it knows, and nothing else. A
+# GPU process not seen before, or a PID reused, scans at once.
+SCAN_EVERY_S = 5.0
+
 # A GPU process that is really a launcher of hundreds of processes would otherwise make every
 # tick read hundreds of /proc entries; DataLoaders have a few dozen workers at most.
 MAX_CHILDREN = 128
@@ -69,6 +74,9 @@ class HostSource:
         self._psi_unsupported: set[str] = set()
         self._tick = 0
         self._tracked: dict[tuple[int, int], _Tracked] = {}  # by (pid, start time)
+        self._table: dict[int, ProcRow] = {}  # the last scan, as kept up by later ticks
+        self._tree: dict[int, list[int]] = {}
+        self._scanned_at = float("-inf")
         # Why probe files were skipped at the latest tick: for debugging, never shown per tick.
         self.probe_notes: list[str] = []
 
@@ -90,11 +98,22 @@ class HostSource:
             mem_total=vm.total,
             mem_used=vm.used,
             mem_available=vm.available,
-            swap_used=_call(lambda: ps.swap_memory().used),
+            swap_used=_call(self._swap_used),
             psi_cpu_some=self._psi("cpu"),
             psi_io_some=self._psi("io"),
             psi_mem_some=self._psi("memory"),
         )
+
+    def _swap_used(self) -> int:
+        """SwapTotal - SwapFree of /proc/meminfo, as psutil.swap_memory().used, without the
+        read of /proc/vmstat it also does (for figures not shown): the larger part of a tick's
+        host cost."""
+        try:
+            with open(f"{self._proc_root}/meminfo", "rb") as f:
+                found = dict(line.split()[:2] for line in f if line.startswith(b"Swap"))
+            return (int(found[b"SwapTotal:"]) - int(found[b"SwapFree:"])) * 1024
+        except (OSError, KeyError, ValueError):
+            return int(self._ps.swap_memory().used)
 
     def _cpu_since_last_call(self) -> tuple[tuple[float, ...], Val[float], Val[float]]:
         """Busy % per core and in total, and iowait %, since the previous call.
@@ -138,8 +157,9 @@ class HostSource:
     def enrich(self, processes: Sequence[ProcessSample], now: float) -> list[ProcessSample]:
         """Adds the host's facts to GPU processes, in the same order; none is dropped."""
         self._tick += 1
-        table = read_process_table(self._proc_root) if processes else {}
-        tick = _Tick(now, frozenset(p.pid for p in processes), table, children_map(table))
+        gpu_pids = frozenset(p.pid for p in processes)
+        table, tree = self._process_table(gpu_pids, now) if processes else ({}, {})
+        tick = _Tick(now, gpu_pids, table, tree)
         fields_by_pid: dict[int, dict[str, Any]] = {}  # a process on two GPUs is read once
         for p in processes:
             if p.pid not in fields_by_pid:
@@ -151,6 +171,36 @@ class HostSource:
         # stays as small as the process list.
         self._tracked = {k: t for k, t in self._tracked.items() if t.seen == self._tick}
         return out
+
+    def _process_table(self, gpu_pids: frozenset[int], now: float
+                       ) -> tuple[dict[int, ProcRow], dict[int, list[int]]]:
+        """The process table and its parent -> children map: scanned whole every SCAN_EVERY_S,
+        else the last scan with the rows of the GPU processes and their known descendants read
+        again (gone ones dropped)."""
+        old, tree = self._table, self._tree
+        if (0 <= now - self._scanned_at < SCAN_EVERY_S and gpu_pids <= old.keys()
+                and all(old[p].start >= 0 for p in gpu_pids)):
+            table = dict(old)
+            follow = set(gpu_pids)
+            for pid in gpu_pids:
+                follow.update(descendants(pid, tree, stop_at=frozenset()))
+            for pid in follow:
+                row = read_proc_row(self._proc_root, pid)
+                if row is None:
+                    del table[pid]
+                elif row.start != old[pid].start:
+                    break  # a PID reused since the scan
+                else:
+                    table[pid] = row
+            else:
+                if table != old:
+                    tree = children_map(table)
+                self._table, self._tree = table, tree
+                return table, tree
+        self._table = read_process_table(self._proc_root)
+        self._tree = children_map(self._table)
+        self._scanned_at = now
+        return self._table, self._tree
 
     def _host_fields(self, pid: int, tick: _Tick) -> dict[str, Any]:
         try:
@@ -394,19 +444,25 @@ def read_process_table(proc_root: str) -> dict[int, ProcRow]:
     except OSError:
         return table
     for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"{proc_root}/{name}/stat", "rb") as f:
-                stat = f.read()
-            # "pid (comm) state ppid ... starttime(22nd) ...": comm may hold spaces and ")"
-            fields = stat[stat.rindex(b")") + 2:].split()
-            table[int(name)] = ProcRow(int(fields[1]), int(fields[19]), fields[0] in (b"Z", b"X"))
-        except PermissionError:  # hidepid=1: another user's process, there but unreadable
-            table[int(name)] = ProcRow(ppid=-1, start=-1, zombie=False)
-        except (OSError, ValueError, IndexError):
-            continue  # exited while we scanned
+        if name.isdigit():
+            row = read_proc_row(proc_root, int(name))
+            if row is not None:
+                table[int(name)] = row
     return table
+
+
+def read_proc_row(proc_root: str, pid: int) -> ProcRow | None:
+    """/proc/PID/stat as a ProcRow; None when the process is gone."""
+    try:
+        with open(f"{proc_root}/{pid}/stat", "rb") as f:
+            stat = f.read()
+        # "pid (comm) state ppid ... starttime(22nd) ...": comm may hold spaces and ")"
+        fields = stat[stat.rindex(b")") + 2:].split()
+        return ProcRow(int(fields[1]), int(fields[19]), fields[0] in (b"Z", b"X"))
+    except PermissionError:  # hidepid=1: another user's process, there but unreadable
+        return ProcRow(ppid=-1, start=-1, zombie=False)
+    except (OSError, ValueError, IndexError):
+        return None  # exited while we read
 
 
 def children_map(table: Mapping[int, ProcRow]) -> dict[int, list[int]]:

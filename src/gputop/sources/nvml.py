@@ -5,13 +5,16 @@ reasons once, here. A metric that answers NotSupported or NoPermission is not as
 that answers GpuIsLost is marked lost and not polled again; the others keep updating.
 
 Cadence (costs measured on an H100, docs/diagnostics.md §0.11):
-- once at open: names, ids, max clocks, thresholds, PCIe max link, topology matrix (~10 ms a pair);
+- once at open: names, ids, thresholds, PCIe max link, topology matrix (~10 ms a pair); max
+  clocks with the first slow tick;
 - every tick (~0.1 ms a GPU): utilization, memory, power, clocks, temperature, reasons, P-state,
   fan, running processes;
-- every `slow_interval` (5 s): field values (throttle-time counters, HBM temperature, NVLink
-  traffic), GPM (SM active, tensor, DRAM), process utilization, margin, ECC, remapped rows, limits,
-  PCIe link and throughput, encoder/decoder. `nvmlDeviceGetPcieThroughput` blocks ~20 ms a call,
-  so it is used only where GPM cannot give PCIe traffic.
+- every `slow_interval` (5 s): field values (throttle-time counters, HBM temperature, energy,
+  NVLink traffic), GPM (SM active, tensor, DRAM, PCIe traffic), process utilization, margin, ECC,
+  remapped rows, limits, PCIe link, encoder/decoder;
+- every PCIE_THROUGHPUT_EVERY_S (15 s), only where GPM cannot give PCIe traffic:
+  `nvmlDeviceGetPcieThroughput`, a 20 ms sample of the traffic that blocks for those 20 ms and
+  costs 0.65 ms of CPU a call (H100, driver 580), two a GPU. The GPUs are sampled at once.
 
 Xid events arrive on their own: a daemon thread waits in `nvmlEventSetWait_v2` (it blocks up to a
 second) and each poll takes what it has received since the last one. Xid 79 marks the GPU lost.
@@ -52,6 +55,7 @@ REASON_COUNTERS = {
     "hw_power_brake": 271,
 }
 FI_MEMORY_TEMP = 82
+FI_TOTAL_ENERGY = 83  # mJ since the driver loaded: nvmlDeviceGetTotalEnergyConsumption's figure
 FI_NVLINK_DATA_TX = 138  # cumulative KiB; scopeId = link
 FI_NVLINK_DATA_RX = 139
 GPM_METRICS = {  # NVML_GPM_METRIC_* -> DeviceSample field
@@ -63,6 +67,8 @@ GPM_METRICS = {  # NVML_GPM_METRIC_* -> DeviceSample field
     20: "pcie_tx",  # MiB/s
     21: "pcie_rx",
 }
+PCIE_THROUGHPUT_EVERY_S = 15.0
+GPM_MIN_INTERVAL = 0.1  # s between the two samples of a GPM metric (nvml.h)
 TOPOLOGY_LABELS = {0: "X", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 NVLINK_VERSIONS = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7: "5.0", 8: "6.0"}
 NVLINK_REMOTE = {0: "gpu", 1: "cpu", 2: "switch"}
@@ -100,6 +106,9 @@ except ImportError:
     _MISMATCH_ERRORS = ()
 
 
+_WARNINGS_LOCK = threading.Lock()
+
+
 class _Lost(Exception):
     """Raised inside a device's poll when NVML says the GPU fell off the bus."""
 
@@ -119,6 +128,7 @@ class _Device:
     links: list[LinkSample] = field(default_factory=list)
     link_ids: list[int] = field(default_factory=list)
     nvlink_prev: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
+    link_rates: dict[int, dict[str, Any]] = field(default_factory=dict)  # of the last fields
     gpm_prev: Any = None
     gpm_prev_time: float = 0.0
     gpm_pcie: bool = False  # GPM gave PCIe traffic on the last slow tick
@@ -299,11 +309,19 @@ class NvmlSource:
     name = "nvml"
 
     def __init__(self, lib: Any = None, *, slow_interval: float = 5.0,
-                 pcie_throughput: bool = True) -> None:
+                 pcie_throughput: bool = True, background: bool = False) -> None:
         self._lib = lib
         self.nvml: Any = None
         self.slow_interval = slow_interval
         self.pcie_throughput = pcie_throughput
+        # In the background, a poll never waits for the slow calls: it starts them in a thread
+        # when they are due and shows what the last slow tick read (the first poll has the
+        # fast fields only; the slow ones follow a tick later).
+        self.background = background
+        self._slow_thread: threading.Thread | None = None
+        self._primed: threading.Thread | None = None
+        self._last_pcie = float("-inf")
+        self._slow_warnings: list[str] = []
         self.devices: list[_Device] = []
         self.topology: Topology | None = None
         self._last_slow = float("-inf")
@@ -386,6 +404,10 @@ class NvmlSource:
         if self._xid_watch is not None:
             self._xid_watch.stop()  # it ends within a wait, on its own NVML reference
             self._xid_watch = None
+        for thread in (self._slow_thread, self._primed):
+            if thread is not None and thread.ident is not None:
+                thread.join(5.0)
+        self._slow_thread = self._primed = None
         for dev in self.devices:
             if dev.gpm_prev is not None:
                 try:
@@ -476,8 +498,6 @@ class NvmlSource:
         pci = dev.ask("pci", n.nvmlDeviceGetPciInfo, h)
         dev.bus_id = _text(pci.busId) if _ok(pci) else ""
         s = dev.static
-        s["clock_sm_max"] = dev.ask("clock_sm_max", n.nvmlDeviceGetMaxClockInfo, h, 1)
-        s["clock_mem_max"] = dev.ask("clock_mem_max", n.nvmlDeviceGetMaxClockInfo, h, 2)
         for key, which in (("temp_shutdown", 0), ("temp_slowdown", 1), ("temp_max_operating", 3)):
             s[key] = _map(dev.ask(key, n.nvmlDeviceGetTemperatureThreshold, h, which), float)
         s["power_default_limit"] = _map(
@@ -555,17 +575,52 @@ class NvmlSource:
     # ------------------------------------------------------------------------------------------
     # polling
 
-    def poll(self, now: float) -> GpuTick:
-        tick = GpuTick(topology=self.topology)
-        self._take_xids(now, tick)
-        slow = now - self._last_slow >= self.slow_interval
-        if slow:
-            self._last_slow = now
+    def prime(self, now: float) -> float:
+        """Takes the first reading of the counters whose rates need two (NVLink traffic, GPM),
+        so that the next poll has their rates without waiting a slow interval (--once), and
+        starts the rest of the first slow tick in a thread: it runs while the caller waits. The
+        poll then reads the counters again and takes the rest. Returns the time from which that
+        poll has every rate: GPM wants its samples 100 ms apart. Lists the GPU processes in
+        `primed_processes`."""
+        ready = now
+        self.primed_processes: list[ProcessSample] = []  # whose host counters to read too
         for dev in self.devices:
             if dev.lost is None:
                 try:
-                    if slow:
-                        self._poll_slow(dev, now)
+                    self._read_fields(dev, dict(dev.slow), now)
+                    self._read_gpm(dev, dict(dev.slow), now)
+                    self.primed_processes += self._processes(dev)
+                except _Lost as e:
+                    dev.lost = Missing("gpu_lost", since=now, detail=str(e))
+                if dev.gpm_prev is not None:
+                    ready = now + GPM_MIN_INTERVAL
+        self._last_slow = now
+        self._primed = threading.Thread(target=self._slow_tick, args=(now, False), daemon=True,
+                                        name="gputop-nvml-slow")
+        self._primed.start()
+        return ready
+
+    def poll(self, now: float) -> GpuTick:
+        tick = GpuTick(topology=self.topology)
+        self._take_xids(now, tick)
+        if self._primed is not None:  # the rest of the slow tick prime() started
+            self._primed.join()
+            self._primed = None
+            self._read_counters(now)
+        slow = now - self._last_slow >= self.slow_interval
+        if slow and not self.background:
+            self._last_slow = now
+            self._slow_tick(now)
+        tick.warnings += self._take_slow_warnings()
+        if slow and self.background and (self._slow_thread is None
+                                         or not self._slow_thread.is_alive()):
+            # Started after this poll's own calls (below) are made: it would slow them down.
+            self._last_slow = now
+            self._slow_thread = threading.Thread(target=self._slow_tick, args=(now,),
+                                                 name="gputop-nvml-slow", daemon=True)
+        for dev in self.devices:
+            if dev.lost is None:
+                try:
                     sample, procs = self._poll_fast(dev, now)
                 except _Lost as e:
                     dev.lost = Missing("gpu_lost", since=now, detail=str(e))
@@ -576,7 +631,79 @@ class NvmlSource:
                     tick.links += dev.links
                     continue
             tick.devices.append(self._lost_sample(dev))
+        if slow and self._slow_thread is not None and self._slow_thread.ident is None:
+            self._slow_thread.start()
         return tick
+
+    def _read_counters(self, now: float) -> None:
+        """The field values and GPM of every GPU, and the NVLink rates from them."""
+        for dev in self.devices:
+            if dev.lost is not None:
+                continue
+            try:
+                s = dict(dev.slow)
+                self._read_fields(dev, s, now)
+                self._read_gpm(dev, s, now)
+            except _Lost as e:
+                self._lose(dev, now, str(e))
+                continue
+            dev.slow = s
+            dev.links = [_with_rates(lk, dev.link_rates.get(lk.link, {})) for lk in dev.links]
+
+    def _slow_tick(self, now: float, counters: bool = True) -> None:
+        """Every GPU's slow fields (without the counters of `_read_counters` if not `counters`).
+        The blocking PCIe throughput calls (20 ms each) run for all GPUs at once, each GPU in a
+        thread of its own: they wait, they do not compute."""
+        pcie = []
+        for dev in self.devices:
+            if dev.lost is not None:
+                continue
+            try:
+                self._poll_slow(dev, now, counters)
+            except _Lost as e:
+                self._lose(dev, now, str(e))
+                continue
+            if not dev.gpm_pcie and self.pcie_throughput:
+                pcie.append(dev)
+        if not 0 <= now - self._last_pcie < max(self.slow_interval, PCIE_THROUGHPUT_EVERY_S):
+            self._last_pcie = now
+        else:
+            pcie = []
+        if len(pcie) == 1:
+            self._read_pcie(pcie[0], now)
+        elif pcie:
+            threads = [threading.Thread(target=self._read_pcie, args=(dev, now), daemon=True,
+                                        name="gputop-nvml-pcie") for dev in pcie]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+
+    def _read_pcie(self, dev: _Device, now: float) -> None:
+        n, h = self.nvml, dev.handle
+        got = {}
+        try:
+            for key, counter in (("pcie_tx", 0), ("pcie_rx", 1)):
+                got[key] = _map(dev.ask(f"pcie_tp{counter}", n.nvmlDeviceGetPcieThroughput, h,
+                                        counter), lambda kb: float(kb) * 1024)
+        except _Lost as e:
+            self._lose(dev, now, str(e))
+            return
+        dev.slow = {**dev.slow, **got}
+
+    def _lose(self, dev: _Device, now: float, why: str) -> None:
+        """Marks a GPU lost outside a poll; the next poll says so."""
+        if dev.lost is None:
+            dev.lost = Missing("gpu_lost", since=now, detail=why)
+            with _WARNINGS_LOCK:
+                self._slow_warnings.append(_fell_off(dev, why))
+
+    def _take_slow_warnings(self) -> list[str]:
+        if not self._slow_warnings:
+            return []
+        with _WARNINGS_LOCK:
+            out, self._slow_warnings = self._slow_warnings, []
+        return out
 
     def _lost_sample(self, dev: _Device) -> DeviceSample:
         assert dev.lost is not None
@@ -692,13 +819,21 @@ class NvmlSource:
     # ------------------------------------------------------------------------------------------
     # slow tick
 
-    def _poll_slow(self, dev: _Device, now: float) -> None:
+    def _poll_slow(self, dev: _Device, now: float, counters: bool = True) -> None:
+        """Reads the slow fields into a new dict that replaces `dev.slow` when complete: a poll
+        in another thread sees the last tick's or this one's, never half of each."""
         n, h = self.nvml, dev.handle
-        s = dev.slow
+        if "clock_sm_max" not in dev.static:
+            # Static, but 1.2 ms of CPU a call (H100, driver 580): read with the first slow
+            # tick, so that the dashboard's first frame does not wait for it.
+            dev.static = {**dev.static,
+                          "clock_sm_max": dev.ask("clock_sm_max", n.nvmlDeviceGetMaxClockInfo,
+                                                  h, 1),
+                          "clock_mem_max": dev.ask("clock_mem_max", n.nvmlDeviceGetMaxClockInfo,
+                                                   h, 2)}
+        s = dict(dev.slow)
         s["power_limit"] = _map(dev.ask("power_limit", n.nvmlDeviceGetEnforcedPowerLimit, h),
                                 lambda mw: round(mw / 1000, 2))
-        s["energy_j"] = _map(dev.ask("energy", n.nvmlDeviceGetTotalEnergyConsumption, h),
-                             lambda mj: round(mj / 1000, 1))
         s["persistence_mode"] = _map(dev.ask("persistence", n.nvmlDeviceGetPersistenceMode, h),
                                      bool)
         s["temp_margin"] = _map(dev.ask("margin", n.nvmlDeviceGetMarginTemperature, h), float)
@@ -709,27 +844,25 @@ class NvmlSource:
                              lambda v: float(v[0]))
         s["dec_util"] = _map(dev.ask("dec", n.nvmlDeviceGetDecoderUtilization, h),
                              lambda v: float(v[0]))
-        self._read_ecc(dev)
+        self._read_ecc(dev, s)
         rows = dev.ask("remapped", n.nvmlDeviceGetRemappedRows, h)
         s["remapped_corrected"] = _map(rows, lambda r: int(r[0]))
         s["remapped_uncorrected"] = _map(rows, lambda r: int(r[1]))
         s["remap_pending"] = _map(rows, lambda r: bool(r[2]))
         s["remap_failed"] = _map(rows, lambda r: bool(r[3]))
-        self._read_mig(dev)
-        self._read_fields(dev, now)
-        self._read_gpm(dev, now)
-        if not dev.gpm_pcie and self.pcie_throughput:
-            # No GPM: fall back to the blocking 20 ms counter, once per slow tick.
-            for key, counter in (("pcie_tx", 0), ("pcie_rx", 1)):
-                s[key] = _map(dev.ask(f"pcie_tp{counter}", n.nvmlDeviceGetPcieThroughput, h,
-                                      counter), lambda kb: float(kb) * 1024)
-        self._read_process_util(dev)
+        self._read_mig(dev, s)
+        if counters:
+            self._read_fields(dev, s, now)
+            self._read_gpm(dev, s, now)
+        # Without GPM, PCIe traffic comes from the blocking 20 ms counter (_slow_tick).
+        self._read_process_util(dev, s)
         self._read_link_state(dev)
+        dev.slow = s
 
-    def _read_ecc(self, dev: _Device) -> None:
+    def _read_ecc(self, dev: _Device, s: dict[str, Any]) -> None:
         """ECC counts, volatile and aggregate (the GPU's life), the uncorrected ones by where
         they struck (SRAM or DRAM); retired pages; the SRAM error threshold."""
-        n, h, s = self.nvml, dev.handle, dev.slow
+        n, h = self.nvml, dev.handle
         counts = [name for scope in ("", "_aggregate") for name in (
             f"ecc_corrected{scope}", f"ecc_uncorrected{scope}", f"ecc_uncorrected_sram{scope}",
             f"ecc_uncorrected_dram{scope}")]
@@ -755,14 +888,15 @@ class NvmlSource:
         s["retire_pending"] = _map(dev.ask("retire_pending",
                                            n.nvmlDeviceGetRetiredPagesPendingStatus, h), bool)
 
-    def _read_mig(self, dev: _Device) -> None:
+    def _read_mig(self, dev: _Device, s: dict[str, Any]) -> None:
         n, h = self.nvml, dev.handle
         mode = dev.ask("mig_mode", n.nvmlDeviceGetMigMode, h)
-        dev.slow["mig_enabled"] = _map(mode, lambda m: m[0] == 1)
-        dev.mig_handles = []
-        if dev.slow["mig_enabled"] is not True:
-            dev.slow["mig_devices"] = ()
+        s["mig_enabled"] = _map(mode, lambda m: m[0] == 1)
+        if s["mig_enabled"] is not True:
+            dev.mig_handles = []
+            s["mig_devices"] = ()
             return
+        handles = []
         count = dev.ask("mig_count", n.nvmlDeviceGetMaxMigDeviceCount, h)
         migs = []
         for i in range(count if _ok(count) else 0):
@@ -777,7 +911,7 @@ class NvmlSource:
             if not (_ok(gi) and _ok(ci)):
                 continue
             mem = dev.ask("mig_mem", n.nvmlDeviceGetMemoryInfo, mh)
-            dev.mig_handles.append((mh, gi, ci))
+            handles.append((mh, gi, ci))
             migs.append(MigDevice(
                 gpu_instance=gi, compute_instance=ci,
                 uuid=_map(dev.ask("mig_uuid", n.nvmlDeviceGetUUID, mh), _text),
@@ -786,12 +920,16 @@ class NvmlSource:
                 mem_used=_map(mem, lambda m: int(m.used)),
                 sm_active=Missing("unsupported"),
             ))
-        dev.slow["mig_devices"] = tuple(migs)
+        dev.mig_handles = handles
+        s["mig_devices"] = tuple(migs)
 
-    def _read_fields(self, dev: _Device, now: float) -> None:
-        """One batched nvmlDeviceGetFieldValues call (8-18 ms): each value has its own status."""
-        n, h, s = self.nvml, dev.handle, dev.slow
-        ids: list[tuple[int, int]] = [(FI_MEMORY_TEMP, 0)]
+    def _read_fields(self, dev: _Device, s: dict[str, Any], now: float) -> None:
+        """One batched nvmlDeviceGetFieldValues call: each value has its own status. It costs
+        microseconds of CPU on an H100 (driver 580), where nvmlDeviceGetTotalEnergyConsumption
+        costs 2.7 ms: the energy counter is read here, and through that call only on a GPU
+        whose fields lack it."""
+        n, h = self.nvml, dev.handle
+        ids: list[tuple[int, int]] = [(FI_MEMORY_TEMP, 0), (FI_TOTAL_ENERGY, 0)]
         ids += [(fid, 0) for fid in REASON_COUNTERS.values()]
         for link in dev.link_ids:
             ids += [(FI_NVLINK_DATA_TX, link), (FI_NVLINK_DATA_RX, link)]
@@ -799,6 +937,7 @@ class NvmlSource:
         if not _ok(values):
             for key in ("temp_mem", "throttle_time"):
                 s[key] = values
+            s["energy_j"] = self._energy_call(dev)
             return
         got: dict[tuple[int, int], Any] = {}
         for v in values:
@@ -813,15 +952,24 @@ class NvmlSource:
             got[(fid, scope)] = (_field_value(v), int(v.timestamp))
         mt = got.get((FI_MEMORY_TEMP, 0), UNSUPPORTED)
         s["temp_mem"] = _map(mt, lambda x: float(x[0]))
+        energy = got.get((FI_TOTAL_ENERGY, 0), UNSUPPORTED)
+        s["energy_j"] = (round(energy[0] / 1000, 1) if _ok(energy)
+                         else self._energy_call(dev))
         times = {r: got.get((fid, 0), UNSUPPORTED) for r, fid in REASON_COUNTERS.items()}
         known = {r: round(v[0] / 1e9, 3) for r, v in times.items() if _ok(v)}
         s["throttle_time"] = known if known else Missing("unsupported")
-        self._nvlink_rates(dev, got)
+        dev.link_rates = self._nvlink_rates(dev, got)
 
-    def _nvlink_rates(self, dev: _Device, got: dict[tuple[int, int], Any]) -> None:
-        updated = []
+    def _energy_call(self, dev: _Device) -> Any:
+        return _map(dev.ask("energy", self.nvml.nvmlDeviceGetTotalEnergyConsumption, dev.handle),
+                    lambda mj: round(mj / 1000, 1))
+
+    def _nvlink_rates(self, dev: _Device, got: dict[tuple[int, int], Any]
+                      ) -> dict[int, dict[str, Any]]:
+        """Each link's tx and rx rates since the last reading of its counters."""
+        out: dict[int, dict[str, Any]] = {}
         for lk in dev.links:
-            rates = {}
+            rates = out[lk.link] = {}
             for key, fid in (("tx", FI_NVLINK_DATA_TX), ("rx", FI_NVLINK_DATA_RX)):
                 v = got.get((fid, lk.link), UNSUPPORTED)
                 if not _ok(v):
@@ -834,13 +982,14 @@ class NvmlSource:
                     rates[key] = Missing("pending")  # needs two readings
                 else:
                     rates[key] = round((kib - prev[0]) * 1024 / ((ts - prev[1]) / 1e6), 1)
-            updated.append(_replace_link(lk, **rates))
-        dev.links = updated
+        return out
 
     def _read_link_state(self, dev: _Device) -> None:
+        """Each link's state and error counters, with the rates `_read_fields` worked out."""
         n, h = self.nvml, dev.handle
         updated = []
         for lk in dev.links:
+            rates = dev.link_rates.get(lk.link, {})
             state = dev.ask(f"nvlink_state{lk.link}", n.nvmlDeviceGetNvLinkState, h, lk.link)
             errors: dict[str, int] = {}
             for name, counter in NVLINK_ERRORS.items():
@@ -848,12 +997,12 @@ class NvmlSource:
                             counter)
                 if _ok(c):
                     errors[name] = int(c)
-            updated.append(_replace_link(lk, up=_map(state, bool),
-                                         errors=errors if errors else Missing("unsupported")))
+            updated.append(_with_rates(lk, rates, up=_map(state, bool),
+                                       errors=errors if errors else Missing("unsupported")))
         dev.links = updated
 
-    def _read_gpm(self, dev: _Device, now: float) -> None:
-        n, h, s = self.nvml, dev.handle, dev.slow
+    def _read_gpm(self, dev: _Device, s: dict[str, Any], now: float) -> None:
+        n, h = self.nvml, dev.handle
         dev.gpm_pcie = False
         if "gpm" not in dev.off:
             support = dev.ask("gpm", n.nvmlGpmQueryDeviceSupport, h)  # caches unsupported
@@ -877,7 +1026,7 @@ class NvmlSource:
             return
         prev, dev.gpm_prev = dev.gpm_prev, sample
         # The previous slow tick's sample is the first of the pair: no sleep needed.
-        if prev is None or now - dev.gpm_prev_time < 0.1:
+        if prev is None or now - dev.gpm_prev_time < GPM_MIN_INTERVAL:
             dev.gpm_prev_time = now if prev is None else dev.gpm_prev_time
             for key in GPM_METRICS.values():
                 s.setdefault(key, Missing("pending"))
@@ -906,9 +1055,9 @@ class NvmlSource:
             else:
                 s[key] = round(float(m.value), 1)
 
-    def _read_process_util(self, dev: _Device) -> None:
-        n, _h = self.nvml, dev.handle
-        if dev.slow.get("mig_enabled") is True:
+    def _read_process_util(self, dev: _Device, s: dict[str, Any]) -> None:
+        n = self.nvml
+        if s.get("mig_enabled") is True:
             dev.proc_util = Missing("unsupported", detail="not available with MIG enabled")
             return
         fn = getattr(n, "nvmlDeviceGetProcessesUtilizationInfo", None)
@@ -959,16 +1108,25 @@ def _reason_names(mask: int) -> tuple[str, ...]:
     return tuple(name for bit, name in REASON_BITS.items() if mask & bit)
 
 
+def _with_rates(lk: LinkSample, rates: dict[str, Any], up: Any = None,
+                errors: Any = None) -> LinkSample:
+    """`lk` with these rates (and state and errors). Built whole, not dataclasses.replace'd:
+    144 links every slow tick."""
+    return LinkSample(
+        device_index=lk.device_index, link=lk.link, kind=lk.kind,
+        up=lk.up if up is None else up, version=lk.version, remote_bus_id=lk.remote_bus_id,
+        remote_kind=lk.remote_kind, speed=lk.speed, rx=rates.get("rx", lk.rx),
+        tx=rates.get("tx", lk.tx), errors=lk.errors if errors is None else errors)
+
+
+_VALUE_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")  # valueType
+
+
 def _field_value(v: Any) -> float | int:
     t = int(v.valueType)
-    val = v.value
-    got: float | int = {0: val.dVal, 1: val.uiVal, 2: val.ulVal, 3: val.ullVal, 4: val.sllVal,
-                        5: val.siVal, 6: val.usVal}.get(t, val.ullVal)
-    return got
-
-
-def _replace_link(lk: LinkSample, **changes: Any) -> LinkSample:
-    return dataclasses.replace(lk, **changes)
+    member = _VALUE_MEMBERS[t] if 0 <= t < len(_VALUE_MEMBERS) else "ullVal"
+    result: float | int = getattr(v.value, member)
+    return result
 
 
 def _or_blank(v: Any) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import socket
 import time
@@ -14,6 +13,9 @@ from gputop.errors import BackendUnavailable
 from gputop.model import HostSample, Missing, ProcessSample, Snapshot, SystemInfo
 from gputop.safetext import encodable
 from gputop.sources.base import GpuSource, GpuTick, SourceInfo
+
+# CPU times count in clock ticks (10 ms): over this long one tick is 5 % of a core.
+HOST_RATE_S = 0.2
 
 
 class HostSourceLike(Protocol):
@@ -37,6 +39,7 @@ class Poller:
         self.failures: list[BackendUnavailable] = []  # why each source that did not open
         self._offsets: list[int] = []
         self._system = SystemInfo()
+        self._ahead: Snapshot | None = None
 
     def open(self) -> None:
         """Opens every source that can be opened. Raises BackendUnavailable, with the most useful
@@ -77,6 +80,24 @@ class Poller:
             gputop_version=__version__,
         )
 
+    def prime(self) -> float:
+        """Takes the first reading of every counter whose rate needs two: each source's (see
+        NvmlSource.prime) and the host's CPU times, of the node and of each GPU process and its
+        workers. Returns the clock time from which the next poll has every rate."""
+        now = self._clock()
+        ready = now
+        processes: list[ProcessSample] = []
+        for src in self.sources:
+            prime = getattr(src, "prime", None)
+            if prime is not None:
+                ready = max(ready, prime(now))
+                processes += getattr(src, "primed_processes", ())
+        if self._host is not None:
+            self._host.sample(now)
+            self._host.enrich(processes, now)
+            ready = max(ready, now + HOST_RATE_S)
+        return ready
+
     def poll_once(self) -> Snapshot:
         now = self._clock()
         merged = GpuTick()
@@ -112,16 +133,27 @@ class Poller:
             warnings=tuple(self.open_warnings + merged.warnings),
         )
 
+    def poll_ahead(self) -> Snapshot:
+        """Polls now, before anything streams: `stream` yields this snapshot first (the
+        dashboard takes it while Textual loads)."""
+        self._ahead = self.poll_once()
+        return self._ahead
+
     async def poll(self) -> Snapshot:
+        import asyncio  # not at the top: --once and headless recording never need it
+
         return await asyncio.to_thread(self.poll_once)
 
     async def stream(self, interval: float) -> AsyncIterator[Snapshot]:
         """One Snapshot every `interval` seconds. A slow poll stretches the interval instead of
         stacking polls up."""
+        import asyncio
+
         loop = asyncio.get_running_loop()
         while True:
             started = loop.time()
-            yield await self.poll()
+            ahead, self._ahead = self._ahead, None
+            yield ahead if ahead is not None else await self.poll()
             await asyncio.sleep(max(0.0, interval - (loop.time() - started)))
 
     def close(self) -> None:

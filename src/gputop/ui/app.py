@@ -1,5 +1,8 @@
 """GputopApp: the live dashboard over any feed of Snapshots.
 
+The screens other than the dashboard are imported when first opened: the dashboard's first frame
+does not wait for them.
+
 The feed (the NVML poller, a recording) has `stream(interval)`, an async iterator that keeps its
 blocking calls off the event loop. One long-lived worker consumes it and applies each Snapshot
 inside `batch_update()`, so a tick is one repaint. Tests call `apply_snapshot` directly."""
@@ -22,11 +25,6 @@ from gputop.model import DeviceSample, ProcessSample, Snapshot
 from gputop.ui import textual_private
 from gputop.ui.messages import DetailRequested, KillRequested, Say, TopologyRequested
 from gputop.ui.screens.dashboard import APP_ACTIONS, DashboardScreen
-from gputop.ui.screens.detail import DetailScreen
-from gputop.ui.screens.help import HelpScreen
-from gputop.ui.screens.kill import KillScreen
-from gputop.ui.screens.replay import ReplayDashboardScreen, SeekScreen
-from gputop.ui.screens.topology import TopologyScreen
 from gputop.ui.text import sanitize
 from gputop.ui.view.history import GpuHistory
 from gputop.ui.view.keys import APP_KEYS, REPLAY_KEYS, Key
@@ -92,10 +90,15 @@ class GputopApp(App[None]):
         self.replay = replay
         if replay is not None:
             replay.view = self
-        screen = DashboardScreen if replay is None else ReplayDashboardScreen
+        screen = DashboardScreen
+        if replay is not None:
+            from gputop.ui.screens.replay import ReplayDashboardScreen
+
+            screen = ReplayDashboardScreen
         self.dashboard = screen(clock=clock, interval=interval, suffix=title_suffix,
                                 table_interval=table_interval, histories=self.histories,
                                 position=replay.status if replay else None)
+        self.dashboard.findings.times = replay is not None
 
     def get_default_screen(self) -> DashboardScreen:
         return self.dashboard
@@ -198,6 +201,8 @@ class GputopApp(App[None]):
     # -- views ----------------------------------------------------------------------------------
 
     def action_help(self) -> None:
+        from gputop.ui.screens.help import HelpScreen
+
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen(replay=self.replay is not None))
 
@@ -224,6 +229,8 @@ class GputopApp(App[None]):
         self._replay_moved(lambda c: c.to_end() if end else c.to_start())
 
     def action_replay_seek(self) -> None:
+        from gputop.ui.screens.replay import SeekScreen
+
         replay = self.replay
         if replay is None or isinstance(self.screen, SeekScreen):
             return
@@ -242,12 +249,16 @@ class GputopApp(App[None]):
         self.dashboard.refresh_header()
 
     def open_detail(self, index: int) -> None:
+        from gputop.ui.screens.detail import DetailScreen
+
         screen = DetailScreen(index, self.histories)
         self.push_screen(screen)
         if self.snapshot is not None:
             screen.apply_snapshot(self.snapshot)
 
     def open_topology(self) -> None:
+        from gputop.ui.screens.topology import TopologyScreen
+
         screen = TopologyScreen()
         self.push_screen(screen)
         if self.snapshot is not None:
@@ -266,6 +277,8 @@ class GputopApp(App[None]):
                 self.run_worker(self._terminate(proc), group="kill", exit_on_error=False)
             else:
                 self.say(f"PID {proc.pid} left running")
+
+        from gputop.ui.screens.kill import KillScreen
 
         self.push_screen(KillScreen(proc, self.terminator.grace), confirmed)
 

@@ -41,8 +41,9 @@ class Shot:
 
 
 # The demo's story: steady training, the input pipeline starving every GPU (ticks 130-330; the
-# finding opens after its 2 min `for`), GPU 5 running hot and straggling (450-560), GPU 2's memory
-# growing at the end. The diagnostics engine runs over every tick up to the shot, as it does live.
+# finding opens 5 s after the probe measures the wait), GPU 5 running hot and straggling
+# (450-560), GPU 2's memory growing at the end. The diagnostics engine runs over every tick up to
+# the shot, as it does live.
 SHOTS = (
     Shot("dashboard-120x40", (120, 40), 515),
     Shot("dashboard-80x24", (80, 24), 515),

@@ -150,6 +150,21 @@ def test_the_demo_dashboard_is_read_only_and_keeps_to_its_devices(
     assert [d.index for d in app.feed.feed.poll_once().devices] == [0, 2]  # type: ignore
 
 
+def test_headless_recording_says_when_a_gpu_is_lost_and_records_the_others(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run.gputop"
+    with FakeNvml(series(1, 3), faults=[Fault("*", 15, device=1)]):  # 15: GPU_IS_LOST
+        assert main(["--record", str(out), "--headless", "--count", "3",
+                     "--interval", "0.01"]) == 0
+    said = [line for line in capsys.readouterr().err.splitlines() if "GPU 1" in line]
+    assert len(said) == 1  # once, not every tick
+    assert said[0].startswith("gputop: GPU 1 fell off the bus at ")  # before its name was read
+    assert said[0].endswith("recording the other GPUs")
+    snaps = read_recording(out).snapshots
+    assert len(snaps) == 3
+    assert [d.lost is not None for d in snaps[-1].devices] == [False, True, False]
+
+
 def test_recording_into_a_missing_directory_is_one_line(tmp_path: Path) -> None:
     r = gputop("--demo", "--record", str(tmp_path / "no" / "such" / "dir.gputop"),
                "--count", "1")

@@ -57,17 +57,35 @@ def test_new_uncorrectable_ecc_errors_are_critical() -> None:
     (c,) = health.check_memory_errors(snaps)
     assert (c.id, c.device, c.severity) == ("ecc.uncorrected", 1, "critical")
     assert c.evidence["new_uncorrected"] == 2
-    # Old errors (since driver load) that do not grow say nothing new.
-    assert health.check_memory_errors(steady(60, ecc_uncorrected=5)) == []
+    assert c.title == "GPU1: 2 new uncorrectable ECC error(s) since the driver loaded"
+    # Errors since the driver loaded that do not grow: one tick says the GPU needs a reset.
+    found = health.check_memory_errors(steady(1, n=2, ecc_uncorrected=5))
+    assert [(c.id, c.device, c.severity) for c in found] == [
+        ("ecc.uncorrected", 0, "critical"), ("ecc.uncorrected", 1, "critical")]
+    assert found[0].title == "GPU0: 5 uncorrectable ECC error(s) since the driver loaded"
+    assert health.check_memory_errors(steady(60, ecc_uncorrected=0)) == []
 
 
-def test_a_pcie_link_downtrained_under_load_is_flagged_after_five_minutes() -> None:
+def test_one_tick_names_lifetime_ecc_errors_and_a_pending_page_retirement() -> None:
+    snap = with_gpu(steady(1, n=2)[0], 1, ecc_uncorrected=0, ecc_uncorrected_aggregate=3,
+                    retire_pending=True, ecc_sram_threshold_exceeded=True)
+    found = {c.id: c for c in health.check_memory_errors([snap])}
+    assert set(found) == {"ecc.lifetime", "ecc.retire_pending", "ecc.sram_threshold"}
+    assert found["ecc.sram_threshold"].severity == "critical"
+    assert found["ecc.lifetime"].severity == "warning"
+    assert found["ecc.lifetime"].title == "GPU1: 3 uncorrectable ECC error(s) over its lifetime"
+    assert found["ecc.retire_pending"].device == 1
+
+
+def test_a_pcie_link_downtrained_under_load_is_flagged_from_one_tick() -> None:
     snaps = steady(400, n=2, pcie_gen=4, pcie_width=8)
     found = Engine([health.PCIE]).run(snaps)
     assert [(f.id, f.device) for f in found] == [("pcie.downtrained", 0), ("pcie.downtrained", 1)]
     assert "Gen4 x8 under load (max Gen5 x16)" in found[0].title
-    engine = Engine([health.PCIE])
-    assert not [f for s in snaps[:280] for f in engine.update(s)]
+    assert found[0].opened == snaps[0].time
+    # An idle link that downshifts to save power says nothing.
+    idle = steady(60, n=1, pcie_gen=1, pcie_width=8, util_gpu=0.0)
+    assert Engine([health.PCIE]).run(idle) == []
 
 
 def test_an_idle_link_that_downshifts_to_save_power_is_not_downtrained() -> None:

@@ -65,14 +65,27 @@ def test_fragmentation_under_expandable_segments_suggests_something_else() -> No
 
 
 def test_retries_fire_at_once_and_a_ratio_alone_waits_five_minutes() -> None:
-    retrying = fragmented(None)
+    # 40 of 52 GiB reserved is allocated: 23 % cached, the GPU 65 % full.
+    retrying = [tick(t, allocator(40, 52, retries=t // 100), gpu_mem=53 * GIB)
+                for t in range(0, 301, 5)]
     engine = Engine([probe.FRAGMENTATION])
     opened = next(s.time - T0 for s in retrying if engine.update(s))
     assert opened == 100  # the first retry
-    calm = [tick(t, allocator(55.8, 71.5), gpu_mem=72 * GIB) for t in range(0, 400, 5)]
+    calm = [tick(t, allocator(40, 52), gpu_mem=53 * GIB) for t in range(0, 400, 5)]
     engine = Engine([probe.FRAGMENTATION])
     opened = next(s.time - T0 for s in calm if engine.update(s))
     assert opened >= probe.FRAG_FOR_S
+
+
+def test_nearly_full_and_fragmented_is_shown_within_30_seconds() -> None:
+    # Batch 150 under the default allocator (docs/diagnostics.md §4.2): 62.77 GiB allocated, 71.48
+    # reserved at the peak; the next larger batch ran out of memory.
+    near = [tick(t, allocator(62.77, 71.48), gpu_mem=72 * GIB) for t in range(0, 100, 5)]
+    engine = Engine([probe.FRAGMENTATION])
+    opened = next(s.time - T0 for s in near if engine.update(s))
+    assert opened == probe.FULL_FOR_S
+    (f,) = engine.open_findings()
+    assert f.severity == "warning" and "12 %" in f.title
 
 
 def test_an_oom_is_critical_and_a_tidy_allocator_is_quiet() -> None:

@@ -192,3 +192,46 @@ def test_sigkill_of_gputop_record_loses_at_most_the_tick_being_written(
     assert len(segment_paths(path)) > 1 if rotate else len(segment_paths(path)) == 1
     last = segment_paths(path)[-1]
     assert result.warning is None or str(last) in result.warning
+
+
+# -- a disk that refuses a write at the OS level (RLIMIT_FSIZE: write(2) fails with EFBIG) ------
+
+_LIMITED = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (60000, 60000))
+from gputop.commands import main
+if sys.argv[1] == "dashboard":
+    from gputop.ui import app
+
+    def run(self, **kw):  # the dashboard pulls ticks past the full disk, then q is pressed
+        for _ in range(300):
+            self.feed.poll_once()
+
+    app.GputopApp.run = run
+    sys.stdout.isatty = sys.stdin.isatty = lambda: True  # main() runs the dashboard
+sys.exit(main.main(sys.argv[2:]))
+"""
+
+
+def _limited(tmp_path: Path, mode: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", _LIMITED, mode, *args], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("mode", ["headless", "dashboard"])
+def test_a_file_the_os_refuses_to_grow_ends_in_one_line_keeping_the_ticks(
+        tmp_path: Path, mode: str) -> None:
+    args = ["--demo", "--record", "run.gputop", "--interval", "0.001"]
+    if mode == "headless":
+        args += ["--headless", "--count", "300"]
+    done = _limited(tmp_path, mode, *args)
+    err = [line for line in done.stderr.splitlines() if not line.startswith("gputop: recording")]
+    assert done.returncode == 1, done.stderr
+    assert err == [f"gputop: cannot write run.gputop: File too large: the {err[0].split()[-6]} "
+                   "ticks written before are kept"], done.stderr
+    kept = int(err[0].split()[-6])
+    result = read_recording(tmp_path / "run.gputop")
+    assert len(result.snapshots) == kept > 5
+    assert evenly_apart(result.snapshots, 0.001)
+    assert "in the middle of a tick" not in (result.warning or "")  # cut back to a whole tick

@@ -168,6 +168,9 @@ def test_a_full_disk_stops_recording_and_keeps_what_was_written(tmp_path: Path) 
 
         def flush(self) -> None: ...
 
+        def truncate(self, size: int) -> int:
+            return real.truncate(size)
+
         def close(self) -> None:
             self.closed = True
             real.close()

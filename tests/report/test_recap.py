@@ -141,11 +141,13 @@ def test_the_text_report_shows_the_timeline_and_a_table_per_gpu(
     lines = out.splitlines()
     assert lines[0] == f"gputop report: {rec}"
     assert "2 GPUs · 150 ticks · 2027-01-15 08:00:00 to 08:02:29 UTC (2 min 29 s)" in lines[1]
-    header = next(ln for ln in lines if ln.startswith("START"))
-    assert header.split() == ["START", "END", "SEVERITY", "GPU", "ID", "TITLE"]
+    header = next(ln for ln in lines if ln.startswith("BEGAN"))
+    assert header.split() == ["BEGAN", "SHOWN", "END", "SEVERITY", "GPU", "ID", "TITLE"]
     lost = next(ln for ln in lines if "gpu.lost" in ln)
-    assert lost.split()[:5] == ["08:02:29", "(open)", "CRITICAL", "0", "gpu.lost"]
-    assert any("mem.growth" in ln and "PID 77" in ln for ln in lines)
+    assert lost.split()[:6] == ["08:02:29", "08:02:29", "(open)", "CRITICAL", "0", "gpu.lost"]
+    leak = next(ln for ln in lines if "mem.growth" in ln).split()
+    # The leak's condition began before the finding was shown: its hold is between them.
+    assert leak[0] < leak[1] and "PID" in leak and "77" in leak
     assert "\x1b" not in out and "\x07" not in out and "evil\\x1b]0;pwned\\x07.py" in out
     table = lines[next(i for i, ln in enumerate(lines) if ln.startswith("GPU  NAME")):]
     assert "UTIL % p50/p95/max" in table[0] and "THROTTLED" in table[0]
@@ -158,8 +160,10 @@ def test_the_json_report_has_findings_and_devices(
     leaky_lost_run(rec)
     assert main([str(rec), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert set(doc["findings"][0]) == {"id", "severity", "device", "pid", "start", "end",
-                                       "title", "cause", "fix", "evidence"}
+    assert set(doc["findings"][0]) == {"id", "severity", "device", "pid", "start", "opened",
+                                       "end", "title", "cause", "fix", "evidence"}
+    for f in doc["findings"]:  # the condition began, then the finding was shown
+        assert f["start"] <= f["opened"] <= doc["end"]
     ids = {(f["id"], f["device"]) for f in doc["findings"]}
     assert ids == {("gpu.lost", 0), ("mem.growth", 1)}
     assert [d["index"] for d in doc["devices"]] == [0, 1]

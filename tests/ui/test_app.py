@@ -1003,3 +1003,20 @@ def test_widgets_are_importable_without_a_running_app() -> None:
     assert isinstance(GpuCard(0, GpuHistory()), GpuCard)
     assert isinstance(DeviceSample, type)
     assert os.environ["TZ"] == "UTC"
+
+
+def test_a_replay_says_when_each_finding_was_shown_and_its_condition_began() -> None:
+    from gputop.diagnose.types import Finding as EngineFinding
+    from gputop.ui.view.format import clock_time
+    from gputop.ui.widgets.findings_panel import finding_line
+
+    f = EngineFinding(id="loader.starvation", severity="critical", device=0, pid=1,
+                      title="GPU0 starved", since=1_800_000_000.0, until=None,
+                      cause="waits", opened=1_800_000_010.0)
+    live, replayed = finding_line(f).plain, finding_line(f, times=True).plain
+    when = f"shown {clock_time(f.opened)}, began {clock_time(f.since)}"
+    assert when not in live and when in replayed
+    # Findings saved before gputop kept the moment they were shown say nothing of it.
+    older = EngineFinding(id="x", severity="info", device=0, pid=None, title="t",
+                          since=1_800_000_000.0, until=None)
+    assert "shown" not in finding_line(older, times=True).plain

@@ -18,6 +18,7 @@ from gputop import __version__
 from gputop.commands.args import device_list, positive, size
 from gputop.errors import GputopError, RecordingError
 from gputop.feeds.live import live_poller
+from gputop.safetext import encodable_tree, printable
 
 # Imported where they are used: `--once` needs neither the diagnostics, nor asyncio, nor the
 # recording, and the dashboard loads them in a thread while Textual loads.
@@ -149,7 +150,7 @@ def run_once(args: argparse.Namespace, out: TextIO) -> int:
         finally:
             poller.close()
     if args.json:
-        json.dump(snap.to_dict(), out, indent=2, ensure_ascii=False)
+        json.dump(encodable_tree(snap.to_dict()), out, indent=2, ensure_ascii=False)
         out.write("\n")
     else:
         out.write(render(snap))
@@ -177,28 +178,51 @@ def run_record_headless(args: argparse.Namespace, err: TextIO) -> int:
         feed.close()
         raise
     stop = threading.Event()
+    lost: set[int] = set()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     err.write(f"gputop: recording to {args.record} every {args.interval:g} s "
               "(Ctrl-C to stop)\n")
+    failed: RecordingError | None = None
     try:
         next_at = time.monotonic()
         while not stop.is_set() and (args.count is None or writer.ticks < args.count):
             snap = _call_with_timeout(feed.poll_once, ONCE_TIMEOUT_S)
             writer.write(snap)
+            for line in newly_lost(snap, lost):
+                err.write(f"gputop: {line}\n")
+                err.flush()
             next_at += args.interval
             stop.wait(max(0.0, next_at - time.monotonic()))
     except KeyboardInterrupt:
         pass
+    except RecordingError as e:  # a full disk: the file keeps every tick before it
+        failed = e
     finally:
-        # On a write error (a full disk) the file keeps every tick before it; main prints the
-        # error as the one line.
-        writer.close()
         feed.close()
+        failed = _close_recording(writer, failed)
+    if failed is not None:
+        raise failed  # main prints it as the one line
     files = writer.segments
     where = (str(files[0]) if len(files) == 1
              else f"{len(files)} files, {files[0]} to {files[-1].name}")
     err.write(f"gputop: {writer.ticks} snapshots, {writer.bytes_written} bytes in {where}\n")
     return 0
+
+
+def newly_lost(snap: Snapshot, known: set[int]) -> list[str]:
+    """One line for each GPU of `snap` lost since the GPUs in `known` (which it updates)."""
+    lines = []
+    for d in snap.devices:
+        if d.lost is None or d.index in known:
+            continue
+        known.add(d.index)
+        since = d.lost.since if d.lost.since is not None else snap.time
+        why = f" ({printable(d.lost.detail)})" if d.lost.detail else ""
+        name = f" ({printable(d.name)})" if d.name else ""
+        lines.append(f"GPU {d.index}{name} fell off the bus at "
+                     f"{time.strftime('%H:%M:%S', time.localtime(since))}{why}; "
+                     "recording the other GPUs")
+    return lines
 
 
 def run_dashboard(args: argparse.Namespace) -> int:
@@ -238,13 +262,14 @@ def run_dashboard(args: argparse.Namespace) -> int:
 
         feed, engine = started.result(ONCE_TIMEOUT_S)
         writer = None
+        tee: RecordingTee | None = None
         if args.record:
             try:
                 writer = open_recording(args, {"interval": args.interval})
             except RecordingError:
                 feed.close()
                 raise
-            feed = RecordingTee(feed, writer)
+            feed = tee = RecordingTee(feed, writer)
     except BaseException:
         if plain:
             _leave_plain_frame(sys.stdout)
@@ -255,6 +280,7 @@ def run_dashboard(args: argparse.Namespace) -> int:
     if args.demo:  # the findings of one pass of the demo do not run into the next
         demo = feed.feed if isinstance(feed, RecordingTee) else feed
         demo.on_loop = diagnosed.reset  # type: ignore[union-attr]
+    failed: RecordingError | None = None
     try:
         # The demo's processes exist only in the recording: nothing to kill.
         app = GputopApp(diagnosed, interval=args.interval, readonly=args.readonly or args.demo,
@@ -265,8 +291,19 @@ def run_dashboard(args: argparse.Namespace) -> int:
     finally:
         diagnosed.close()
         if writer is not None:
-            writer.close()
+            failed = _close_recording(writer, tee.failed if tee is not None else None)
+    if failed is not None:
+        raise failed  # the dashboard said so while it ran; the shell gets the one line too
     return 0
+
+
+def _close_recording(writer: Any, failed: RecordingError | None) -> RecordingError | None:
+    """Closes the recording; the first error of writing it, if any (a full disk)."""
+    try:
+        writer.close()
+    except RecordingError as e:
+        return failed or e
+    return failed
 
 
 def main(argv: list[str]) -> int:

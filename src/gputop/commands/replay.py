@@ -10,8 +10,9 @@ from collections.abc import Sequence
 
 from gputop.commands.args import positive
 from gputop.errors import RecordingError
-from gputop.recording.series_index import SeriesIndex
+from gputop.recording.series_index import SeriesIndex, last_readable
 from gputop.replay.control import ReplayFeed
+from gputop.safetext import encodable_tree
 from gputop.ui.view.table import render
 
 
@@ -37,20 +38,19 @@ def main(argv: Sequence[str]) -> int:
                         follow=args.follow)
     if index.ticks == 0 and not args.follow:
         index.close()
-        raise RecordingError(f"{index.path}: the recording holds no snapshots")
+        raise RecordingError(f"{index.path}: the recording holds no snapshots",
+                             hint=index.warning or "")
     if args.once or args.json or not sys.stdout.isatty():
-        if index.warning:
-            print(f"gputop: warning: {index.warning}", file=sys.stderr)
         try:
             if index.ticks == 0:
                 raise RecordingError(f"{index.path}: the recording holds no snapshots yet")
-            reader = index.reader()
-            snap = reader.snapshot(index.ticks - 1)
-            reader.close()
+            snap, warning = last_readable(index)
         finally:
             index.close()
+        if warning:
+            print(f"gputop: warning: {warning}", file=sys.stderr)
         if args.json:
-            json.dump(snap.to_dict(), sys.stdout, indent=2, ensure_ascii=False)
+            json.dump(encodable_tree(snap.to_dict()), sys.stdout, indent=2, ensure_ascii=False)
             sys.stdout.write("\n")
         else:
             sys.stdout.write(render(snap))

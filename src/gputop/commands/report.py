@@ -1,10 +1,11 @@
 """`gputop report FILE`: what went wrong during a recorded run, and a summary per GPU.
 
-Runs every diagnostic over the recording and prints the findings' timeline (start, end, severity,
-GPU, id, title) and, per GPU, utilization, memory, power and temperature (p50/p95/max), the time
-its clocks were held per clock-event reason (from the cumulative counters) and the time it was
-starved for input. `--json` prints the same as one object; `--html FILE` writes it as one page
-with charts. Times are UTC.
+Runs every diagnostic over the recording and prints the findings' timeline (when the condition
+began, when the finding was shown, when it ended, severity, GPU, id, title) and, per GPU,
+utilization, memory, power and temperature (p50/p95/max), the time its clocks were held per
+clock-event reason (from the cumulative counters) and the time it was starved for input.
+`--json` prints the same as one object; `--html FILE` writes it as one page with charts. Times
+are UTC.
 
 A file its writer finished carries a summary of itself (gputop.report.summary): the recap
 below and the findings, worked out as it was written. When every file has one made by the same

@@ -181,7 +181,8 @@ class Engine:
                 track.best = c
             for_s = c.for_s if c.for_s is not None else diag.for_s
             if track.finding is not None or now - track.pending_since >= for_s:
-                track.finding = _finding(track.best, track.pending_since)
+                opened = track.finding.opened if track.finding is not None else now
+                track.finding = _finding(track.best, track.pending_since, opened)
         for tkey, track in list(self._tracks.items()):
             owner, key = tkey
             if owner is not diag or key in holding:
@@ -214,15 +215,17 @@ def _broken(name: str, message: str, now: float) -> Finding:
     return Finding(
         id=BROKEN_ID, severity="warning", device=None, pid=None,
         title=f"diagnostic {name!r} is switched off: {message}", since=now, until=None,
+        opened=now,
         cause="The diagnostic failed to load or raised an error; the others still run.",
         fix="Update or uninstall the package that provides it.")
 
 
-def _finding(c: Condition | None, since: float) -> Finding:
+def _finding(c: Condition | None, since: float, opened: float | None) -> Finding:
     assert c is not None
     evidence = {k: float(v) for k, v in c.evidence.items() if _number(v)}
     return Finding(id=c.id, severity=c.severity, device=c.device, pid=c.pid, title=c.title,
-                   since=since, until=None, evidence=evidence, cause=c.cause, fix=c.fix)
+                   since=since, until=None, evidence=evidence, cause=c.cause, fix=c.fix,
+                   opened=opened)
 
 
 

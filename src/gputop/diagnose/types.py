@@ -29,6 +29,9 @@ class Finding:
     evidence: Mapping[str, float] = field(default_factory=dict)
     cause: str = ""
     fix: str = ""
+    # epoch s: when the finding opened, i.e. became visible, once the condition had held for its
+    # `for` duration; None for a finding saved before gputop kept it
+    opened: float | None = None
 
     @property
     def open(self) -> bool:
@@ -41,19 +44,20 @@ class Finding:
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "severity": self.severity, "device": self.device, "pid": self.pid,
-                "start": self.since, "end": self.until, "title": self.title, "cause": self.cause,
-                "fix": self.fix, "evidence": dict(self.evidence)}
+                "start": self.since, "opened": self.opened, "end": self.until,
+                "title": self.title, "cause": self.cause, "fix": self.fix,
+                "evidence": dict(self.evidence)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Finding:
         """The Finding `to_dict` gave; TypeError or KeyError for anything else."""
-        since, until = d["start"], d["end"]
-        if not _time(since) or not (until is None or _time(until)):
-            raise TypeError("a finding's start or end that is not a time")
+        since, until, opened = d["start"], d["end"], d.get("opened")
+        if not _time(since) or not all(v is None or _time(v) for v in (until, opened)):
+            raise TypeError("a finding's start, opening or end that is not a time")
         return cls(id=_text(d["id"]), severity=_text(d["severity"]), device=_id(d["device"]),
                    pid=_id(d["pid"]), title=_text(d["title"]), since=since, until=until,
                    evidence=_evidence(d["evidence"]), cause=_text(d["cause"]),
-                   fix=_text(d["fix"]))
+                   fix=_text(d["fix"]), opened=opened)
 
 
 @dataclass(frozen=True)

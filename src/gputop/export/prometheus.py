@@ -28,6 +28,7 @@ from gputop.sources.pod_resources import PodRef, pod_of
 
 MIB = 1 << 20
 COMMAND_MAX = 64  # characters of a process name kept in the `command` label
+LABEL_MAX = 253  # characters of any other text label: Kubernetes's longest name
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 GAUGE, COUNTER = "gauge", "counter"
 # dcgm-exporter names the node `Hostname`; its release after 4.x (NVIDIA/dcgm-exporter#655)
@@ -508,7 +509,12 @@ def _exporter(out: _Families, state: ExportState, node: dict[str, str], *, up: b
 
 
 def _text(v: Any) -> str:
-    return printable(v) if isinstance(v, str) else ""
+    """A label value from text of the host: printable, and at most LABEL_MAX characters (a
+    process sets its own POD_NAME, as long as it likes)."""
+    if not isinstance(v, str):
+        return ""
+    text = printable(v[:LABEL_MAX])
+    return text if len(text) <= LABEL_MAX else text[:LABEL_MAX - 1] + "…"
 
 
 def command(p: ProcessSample) -> str:
@@ -528,13 +534,13 @@ def process_labels(p: ProcessSample, uuid: str, node: dict[str, str],
     job = p.job
     container = pod = pod_uid = namespace = hpc_job = ""
     if job is not None:
-        container = printable((job.container_id or "")[:12])
-        pod = printable(job.pod_name or "")
-        pod_uid = printable(job.pod_uid or "")
-        namespace = printable(job.pod_namespace or "")
-        hpc_job = printable(job.slurm_job_id or "")
+        container = _text((job.container_id or "")[:12])
+        pod = _text(job.pod_name)
+        pod_uid = _text(job.pod_uid)
+        namespace = _text(job.pod_namespace)
+        hpc_job = _text(job.slurm_job_id)
         if job.pod_uid and not pod and gpu_pod is not None:
-            pod, namespace = printable(gpu_pod.name), printable(gpu_pod.namespace)
+            pod, namespace = _text(gpu_pod.name), _text(gpu_pod.namespace)
     return {"gpu": str(p.device_index), "UUID": uuid, **node, "pid": str(p.pid),
             "command": command(p), "user": _text(p.user), "container": container, "pod": pod,
             "pod_uid": pod_uid, "namespace": namespace, "hpc_job": hpc_job}

@@ -5,20 +5,18 @@ NVML."""
 from __future__ import annotations
 
 import dataclasses
-import errno
 import socket
-import socketserver
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TextIO
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import CollectorRegistry
 
 from gputop.diagnose import Engine
 from gputop.errors import GputopError
+from gputop.export.httpd import Handler, MetricsServer, Response
 from gputop.export.prometheus import ExportState, SnapshotCollector, negotiate
 from gputop.feeds import PolledFeed
 from gputop.sources.pod_resources import PodRef, PodResources
@@ -26,6 +24,7 @@ from gputop.sources.pod_resources import PodRef, PodResources
 DEFAULT_ADDRESS = ("127.0.0.1", 9400)  # dcgm-exporter's port: gputop serve stands in for it
 LIVE_INTERVAL = 5.0
 RECORDING_INTERVAL = 1.0  # a recording plays one tick a second, its own pace
+TEXT = ("Content-Type", "text/plain; charset=utf-8")
 
 
 class Exporter:
@@ -137,66 +136,27 @@ class Exporter:
 # HTTP
 
 
-class _Server(socketserver.ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-    allow_reuse_address = True
+def metrics_app(registry: CollectorRegistry) -> Handler:
+    """The answer to a request: /metrics the exposition (OpenMetrics or text, gzipped or not, as
+    the scraper asks), / where the metrics are."""
 
-    def server_bind(self) -> None:
-        # HTTPServer.server_bind asks DNS for this host's name (getfqdn); an exporter has no use
-        # for it, and on a node without DNS it stalls start-up.
-        socketserver.TCPServer.server_bind(self)
-        self.server_name, self.server_port = str(self.server_address[0]), self.server_address[1]
-        self.setup_environ()
-
-
-class _Server6(_Server):
-    address_family = socket.AF_INET6
-
-
-class _Quiet(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-def metrics_app(registry: CollectorRegistry) -> Callable[..., Iterable[bytes]]:
-    """A WSGI app: /metrics answers with the exposition (OpenMetrics or text, gzipped or not, as
-    the scraper asks), / says where the metrics are."""
-
-    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        path = environ.get("PATH_INFO", "/")
+    def respond(path: str, headers: Mapping[str, str]) -> Response:
         if path == "/metrics":
-            body, headers = negotiate(registry, environ.get("HTTP_ACCEPT"),
-                                      environ.get("HTTP_ACCEPT_ENCODING"))
-            start_response("200 OK", [*headers, ("Vary", "Accept, Accept-Encoding")])
-            return [body]
+            body, extra = negotiate(registry, headers.get("accept"),
+                                    headers.get("accept-encoding"))
+            return "200 OK", [*extra, ("Vary", "Accept, Accept-Encoding")], body
         if path == "/":
-            body = b"gputop exporter: metrics at /metrics\n"
-            start_response("200 OK", [("Content-Type", "text/plain; charset=utf-8")])
-            return [body]
-        start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
-        return [b"not found: metrics are at /metrics\n"]
+            return "200 OK", [TEXT], b"gputop exporter: metrics at /metrics\n"
+        return "404 Not Found", [TEXT], b"not found: metrics are at /metrics\n"
 
-    return app
+    return respond
 
 
-
-
-def listen(address: tuple[str, int], registry: CollectorRegistry) -> WSGIServer:
+def listen(address: tuple[str, int], registry: CollectorRegistry) -> MetricsServer:
     """Binds the HTTP server (not yet serving). An address in use is the user's to fix."""
-    host, port = address
-    server_class = _Server6 if ":" in host else _Server
-    try:
-        return make_server(host, port, metrics_app(registry), server_class=server_class,
-                           handler_class=_Quiet)
-    except OSError as e:
-        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        if e.errno == errno.EADDRINUSE:
-            raise GputopError(f"cannot serve metrics on {where}: the port is in use",
-                              hint="stop the other exporter or pick another port with "
-                                   "--metrics HOST:PORT") from None
-        raise GputopError(f"cannot serve metrics on {where}: {e.strerror or e}") from None
+    return MetricsServer(address, metrics_app(registry))
 
 
-def url(server: WSGIServer) -> str:
+def url(server: MetricsServer) -> str:
     host, port = str(server.server_address[0]), server.server_address[1]
     return f"http://{f'[{host}]' if ':' in str(host) else host}:{port}/metrics"

@@ -20,12 +20,14 @@ class RecordingTee:
         self.feed = feed
         self.writer = writer
         self.error: str | None = None
+        self.failed: RecordingError | None = None  # why recording stopped
 
     def _tee(self, snap: Snapshot) -> Snapshot:
         if self.error is None:
             try:
                 self.writer.write(snap)
             except RecordingError as e:
+                self.failed = e
                 self.error = f"recording stopped: {e}"
         if self.error is not None:
             snap = dataclasses.replace(snap, warnings=(*snap.warnings, self.error))

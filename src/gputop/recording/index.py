@@ -26,7 +26,16 @@ from typing import IO, Any
 
 from gputop.errors import RecordingError
 from gputop.model import DeviceSample, Snapshot, from_dict
-from gputop.recording.format import FORMAT, KEYFRAME_EVERY, VERSION, SnapshotDecoder, apply
+from gputop.recording.checks import MAX_LINE, check_header, check_input, parse_line
+from gputop.recording.format import (
+    KEYFRAME_EVERY,
+    VERSION,
+    SnapshotDecoder,
+    inflate_damage,
+    known_line,
+    next_state,
+    skipped_lines,
+)
 
 CHUNK = 1 << 16  # compressed bytes read at a time
 MAX_GAP = 2 * KEYFRAME_EVERY  # a writer that rarely writes keyframes gets a resume point this often
@@ -75,6 +84,18 @@ class Timeline:
         """The last tick taken at or before `t` (the first tick if `t` is before it)."""
         return max(0, bisect.bisect_right(self.times, t) - 1)
 
+    def cut(self, tick: int, why: str) -> None:
+        """Ends the recording before `tick`, found damaged when it was decoded (the index reads
+        only the ticks' times): from then on it reads as a file damaged there."""
+        with self._lock:
+            del self.times[tick:]
+            for k in [k for k in self._cache if k >= tick]:
+                del self._cache[k]
+            self._stop(f"{why}; read up to it")
+
+    def _stop(self, warning: str) -> None:
+        raise NotImplementedError
+
     def _cached(self, tick: int) -> Snapshot | None:
         with self._lock:
             snap = self._cache.get(tick)
@@ -107,6 +128,7 @@ class RecordingIndex(Timeline):
         self._offset = 0
         self._pending = b""  # inflated bytes of a line not yet complete
         self._since_cp = 0
+        self._skipped = 0  # lines of a kind this version does not read
         self._helper: TickReader | None = None  # builds resume points where keyframes are rare
         try:
             magic = self._f.read(2)
@@ -124,6 +146,11 @@ class RecordingIndex(Timeline):
     def reader(self) -> TickReader:
         """A reader of this recording's ticks, for one thread."""
         return TickReader(self)
+
+    def _stop(self, warning: str) -> None:
+        self.finished = True
+        self.follow = False
+        self.warning = "; ".join(filter(None, [self.warning, warning]))
 
     def close(self) -> None:
         self._f.close()
@@ -153,6 +180,10 @@ class RecordingIndex(Timeline):
                 if self._pending:
                     self.warning = (f"{self.path} ends in the middle of a tick; that tick "
                                     "was dropped")
+            if self._skipped and (self.finished or not self.follow):
+                said = skipped_lines(self.path, self._skipped)
+                if said not in (self.warning or ""):
+                    self.warning = "; ".join(filter(None, [self.warning, said]))
             return self.ticks - before
 
     def _inflate(self, chunk: bytes) -> None:
@@ -162,7 +193,7 @@ class RecordingIndex(Timeline):
         self._z, out, error = _inflate(self._z, chunk)
         damaged = error is not None
         if error is not None:
-            self.warning = f"{self.path} is damaged ({error}); read up to the damage"
+            self.warning = inflate_damage(self.path, error)
         head = self._pending
         data = head + out
         start = 0
@@ -178,6 +209,10 @@ class RecordingIndex(Timeline):
                 break
             start = end + 1
         self._pending = data[start:]
+        if not damaged and len(self._pending) > MAX_LINE:
+            self.warning = (f"{self.path}: tick {self.ticks + 1} is damaged (a line longer "
+                            f"than {MAX_LINE >> 20} MiB); read up to it")
+            damaged = True
         if damaged:
             self.finished = True
             self._pending = b""
@@ -191,21 +226,26 @@ class RecordingIndex(Timeline):
     def _index_line(self, data: bytes, start: int, end: int, resume: Any) -> bool:
         """Takes the line data[start:end]; False when it is damaged (indexing stops there)."""
         if self.header is None:
-            self.header = _header(self.path, data[start:end])
+            self.header = check_header(self.path, data[start:end], VERSION)
             return True
+        if end - start > MAX_LINE:
+            self.warning = (f"{self.path}: tick {self.ticks + 1} is damaged (a line longer "
+                            f"than {MAX_LINE >> 20} MiB); read up to it")
+            return False
         n = self.ticks
         m = _TIME.match(data, start, end)  # a tick is read without copying its line
         if m is not None:
             kind, t = m.group(1).decode(), float(m.group(2))
         else:
             try:
-                rec = json.loads(data[start:end])
+                rec = parse_line(data[start:end])
                 kind, t = _kind_and_time(rec, self.times[-1] if n else None)
             except (ValueError, TypeError) as e:
                 self.warning = f"{self.path}: tick {n + 1} is damaged ({e}); read up to it"
                 return False
-            if kind is None:
-                return True  # a line type from a newer minor version: not a tick
+            if kind is None:  # a line type from a newer minor version: not a tick
+                self._skipped += not known_line(rec)
+                return True
         if kind == "k":
             self._add_checkpoint(_Checkpoint(n, resume(), None))
         elif n == 0:
@@ -216,6 +256,9 @@ class RecordingIndex(Timeline):
                 self._helper = TickReader(self)
             try:
                 before = json.dumps(self._helper.state(n - 1), separators=(",", ":"))
+            except RecursionError:
+                self.warning = f"{self.path}: tick {n} is damaged (nested too deeply)"
+                return False
             except RecordingError as e:
                 self.warning = str(e)
                 return False
@@ -308,39 +351,51 @@ class TickReader:
             yield from complete
             if error is not None:
                 raise RecordingError(f"{self.index.path} is damaged ({error})")
+            if len(buf) > MAX_LINE:  # the index saw no such line: the file was replaced
+                raise RecordingError(f"{self.index.path} changed while being read",
+                                     hint="open it again")
 
     def _advance(self) -> None:
         assert self._lines is not None
         tick = self._pos + 1
         try:
-            while True:
-                rec = json.loads(next(self._lines))
-                if isinstance(rec, dict) and ("k" in rec or "d" in rec):
-                    break
-            if "k" in rec:
-                state = rec["k"]
-            else:
-                if self._state is None:
-                    raise ValueError("a delta before any keyframe")
-                state = apply(self._state, rec["d"])
-            if not isinstance(state, dict):
-                raise ValueError("a tick that is not an object")
+            state = None
+            while state is None:
+                try:
+                    line = next(self._lines)
+                except RecordingError as e:
+                    raise ValueError(e.message.removeprefix(f"{self.index.path} ")) from None
+                state = next_state(self._state, parse_line(line))
         except (ValueError, KeyError, TypeError) as e:
             self._lines = None
             raise self._damaged(tick, e) from None
         self._state = state
         self._pos = tick
 
-    def _damaged(self, tick: int, e: Exception) -> RecordingError:
-        return RecordingError(f"{self.index.path}: tick {tick + 1} is damaged ({e})")
+    def _damaged(self, tick: int, e: Exception) -> TickDamaged:
+        return TickDamaged(f"{self.index.path}: tick {tick + 1} is damaged ({e})", tick)
+
+
+class TickDamaged(RecordingError):
+    """Tick `tick` (from 0) of a recording cannot be read: the ticks before it can."""
+
+    def __init__(self, message: str, tick: int) -> None:
+        super().__init__(message)
+        self.tick = tick
 
 
 def _inflate(z: Any, chunk: bytes) -> tuple[Any, bytes, zlib.error | None]:
     """(inflater, what `chunk` inflates to, the error that stopped it): on damage, what
-    precedes it is kept (inflated again a byte at a time)."""
+    precedes it is kept (inflated again a byte at a time). A chunk that inflates to more than
+    MAX_LINE is damage too: gputop's ticks compress about 10 to 1, and inflating on would
+    let a file of a megabyte take gigabytes."""
     saved = z.copy()
     try:
-        return z, z.decompress(chunk), None
+        out = z.decompress(chunk, MAX_LINE + 1)
+        if z.unconsumed_tail:
+            return z, out, zlib.error(f"{CHUNK >> 10} KiB inflating to more than "
+                                      f"{MAX_LINE >> 20} MiB")
+        return z, out, None
     except zlib.error:
         pass
     z, out = saved, b""
@@ -349,10 +404,13 @@ def _inflate(z: Any, chunk: bytes) -> tuple[Any, bytes, zlib.error | None]:
             out += z.decompress(chunk[i:i + 1])
         except zlib.error as e:
             return z, out, e
+        if len(out) > MAX_LINE:
+            return z, out, zlib.error(f"inflating to more than {MAX_LINE >> 20} MiB")
     return z, out, None
 
 
 def _open(path: Path) -> IO[bytes]:
+    check_input(path)
     try:
         return open(path, "rb")
     except FileNotFoundError:
@@ -361,20 +419,6 @@ def _open(path: Path) -> IO[bytes]:
         raise RecordingError(f"{path}: is a directory, not a recording") from None
     except OSError as e:
         raise RecordingError(f"cannot open {path}: {e.strerror or e}") from None
-
-
-def _header(path: Path, line: bytes) -> dict[str, Any]:
-    try:
-        header = json.loads(line)
-    except ValueError:
-        header = None
-    if not isinstance(header, dict) or header.get("format") != FORMAT:
-        raise RecordingError(f"{path} is not a gputop recording",
-                             hint="its first line is not a gputop header")
-    if not isinstance(header.get("version"), int) or header["version"] > VERSION:
-        raise RecordingError(f"{path} is a version {header.get('version')} recording",
-                             hint=f"this gputop reads versions up to {VERSION}; upgrade gputop")
-    return header
 
 
 def _kind_and_time(rec: Any, previous: float | None) -> tuple[str | None, float]:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-import json
+import itertools
 import os
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -15,15 +15,21 @@ from gputop.errors import RecordingError
 from gputop.model import (
     Snapshot,
 )
+from gputop.recording.checks import MAX_LINE, check_header, check_input, parse_line
 from gputop.recording.format import (
-    FORMAT,
     GZIP_MAGIC,
     GZIP_WBITS,
     VERSION,
     SnapshotDecoder,
-    apply,
+    inflate_damage,
+    known_line,
+    next_state,
+    skipped_lines,
+    summary_place,
 )
 from gputop.recording.segments import _segment_order, next_segment, segment_paths
+
+CHUNK = 1 << 16  # compressed bytes read at a time
 
 # ----------------------------------------------------------------------------------------------
 # Reading
@@ -47,6 +53,7 @@ class RecordingReader:
         self.warning: str | None = None
         self.header: dict[str, Any] = {}
         self.ticks = 0
+        check_input(self.path)
         try:
             self._f: IO[bytes] = open(self.path, "rb")  # noqa: SIM115
         except FileNotFoundError:
@@ -68,71 +75,88 @@ class RecordingReader:
             self._f.close()
             raise RecordingError(f"{self.path} is empty or damaged before its header") from None
         try:
-            header = json.loads(first)
-        except ValueError:
-            header = None
-        if not isinstance(header, dict) or header.get("format") != FORMAT:
+            header = check_header(self.path, first, VERSION)
+        except RecordingError:
             self._f.close()
-            raise RecordingError(f"{self.path} is not a gputop recording",
-                                 hint="its first line is not a gputop header")
-        if not isinstance(header.get("version"), int) or header["version"] > VERSION:
-            self._f.close()
-            raise RecordingError(
-                f"{self.path} is a version {header.get('version')} recording",
-                hint=f"this gputop reads versions up to {VERSION}; upgrade gputop")
+            raise
         self.header = header
         self._rest = lines
 
     def _lines(self) -> Iterator[bytes]:
-        z = zlib.decompressobj(GZIP_WBITS)
+        """The file's lines, up to the first damage; none longer than MAX_LINE."""
         buf = b""
+        lines = 0  # yielded, the header first
+        for piece in self._inflated():
+            buf += piece
+            *complete, buf = buf.split(b"\n")
+            if len(buf) > MAX_LINE or any(len(line) > MAX_LINE for line in complete):
+                ok = list(itertools.takewhile(lambda line: len(line) <= MAX_LINE, complete))
+                self.warning = (f"{self.path}: tick {lines + len(ok)} is damaged (a line "
+                                f"longer than {MAX_LINE >> 20} MiB); read up to it")
+                yield from ok
+                return
+            lines += len(complete)
+            yield from complete
+        if buf:
+            self.warning = f"{self.path} ends in the middle of a tick; that tick was dropped"
+
+    def _inflated(self) -> Iterator[bytes]:
+        """The ticks' gzip stream inflated, in pieces of at most MAX_LINE + 1 bytes (a line
+        that inflates to a gigabyte is stopped at its first pieces), member after member (a
+        file of several reads as one stream), up to the damage, if any, and up to the summary
+        of a finished file (it holds no ticks)."""
+        try:
+            place = summary_place(self.path)
+        except RecordingError:
+            place = None  # a damaged footer: read to the end, as a file without one
+        left = place[0] if place is not None else None  # bytes up to the summary
+        z = zlib.decompressobj(GZIP_WBITS)
+        data = b""  # compressed bytes not yet inflated
         while True:
-            chunk = self._f.read(1 << 16)
-            if not chunk:
-                break
+            if not data or (z.eof and len(data) < len(GZIP_MAGIC)):
+                more = self._f.read(CHUNK if left is None else min(CHUNK, left))
+                if left is not None:
+                    left -= len(more)
+                if not more and not data:
+                    break
+                data += more
+                if not more and not z.eof:
+                    break  # the rest is less than a member's magic
+            if z.eof:  # another gzip member: the file reads on as one stream
+                if not data.startswith(GZIP_MAGIC):
+                    if data.strip(b"\0"):
+                        self.warning = f"{self.path} has trailing data after its end; ignored"
+                    return
+                z = zlib.decompressobj(GZIP_WBITS)
             saved = z.copy()
             try:
-                data = z.decompress(chunk)
+                out = z.decompress(data, MAX_LINE + 1)
             except zlib.error:
-                # Decompress again in small steps to keep what precedes the damage.
-                z, data = saved, b""
-                for i in range(len(chunk)):
-                    try:
-                        data += z.decompress(chunk[i:i + 1])
-                    except zlib.error as e:
-                        self.warning = f"{self.path} is damaged ({e}); read up to the damage"
-                        break
-                chunk = b""
-            buf += data
-            rest = b""
-            while z.eof and chunk:
-                # Another gzip member (the summary): the file reads on as one stream.
-                rest = z.unused_data
-                if len(rest) < len(GZIP_MAGIC):  # the chunk ended at or in the next magic
-                    rest += self._f.read(len(GZIP_MAGIC) - len(rest))
-                if not rest.startswith(GZIP_MAGIC):
-                    break
-                z = zlib.decompressobj(GZIP_WBITS)
-                try:
-                    buf += z.decompress(rest)
-                except zlib.error as e:
-                    self.warning = f"{self.path} is damaged ({e}); read up to the damage"
-                    chunk = b""
-            *complete, buf = buf.split(b"\n")
-            yield from complete
-            if not chunk:
+                yield self._up_to_damage(saved, data)
                 return
-            if z.eof:
-                if rest.strip(b"\0"):
-                    self.warning = f"{self.path} has trailing data after its end; ignored"
-                return
+            data = z.unused_data if z.eof else z.unconsumed_tail
+            yield out
         if not z.eof:
             # Still being written, or the writer was killed: the tail is cut at a tick boundary
             # unless a tick was being written, which is then dropped.
             self.warning = (f"{self.path} ends without its end marker (still being written, "
                             "or the writer stopped); read every complete tick")
-        if buf:
-            self.warning = f"{self.path} ends in the middle of a tick; that tick was dropped"
+
+    def _up_to_damage(self, z: Any, data: bytes) -> bytes:
+        """What `data` inflates to before the byte where inflating it fails."""
+        out = []
+        size = 0
+        for i in range(len(data)):
+            try:
+                piece = z.decompress(data[i:i + 1])
+            except zlib.error as e:
+                self.warning = inflate_damage(self.path, e)
+                break
+            out.append(piece)
+            size += len(piece)
+            if size > MAX_LINE:
+                break  # the line is too long anyway
+        return b"".join(out)
 
     def __iter__(self) -> Iterator[Snapshot]:
         return self.decoded(self.states())
@@ -143,29 +167,27 @@ class RecordingReader:
     def states(self) -> Iterator[dict[str, Any]]:
         """Each tick in record form, without building Snapshots (cheap: for skipping ahead)."""
         state: dict[str, Any] | None = None
-        n = 0
+        n = skipped = 0
         try:
             for raw in self._rest:
-                n += 1
                 try:
-                    rec = json.loads(raw)
-                    if "k" in rec:
-                        state = rec["k"]
-                    elif "d" in rec:
-                        if state is None:
-                            raise ValueError("a delta before any keyframe")
-                        state = apply(state, rec["d"])
-                    else:
-                        continue  # a line type from a newer minor version: skip it
-                    if not isinstance(state, dict):
-                        raise ValueError("a tick that is not an object")
+                    rec = parse_line(raw)
+                    new = next_state(state, rec)
                 except (ValueError, KeyError, TypeError) as e:
-                    self.warning = f"{self.path}: tick {n} is damaged ({e}); read up to it"
+                    self.warning = f"{self.path}: tick {n + 1} is damaged ({e}); read up to it"
                     return
+                if new is None:  # a line type from a newer minor version: skip it, and say so
+                    skipped += not known_line(rec)
+                    continue
+                state = new
+                n += 1
                 self.ticks = n
                 yield state
         finally:
             self._f.close()
+            if skipped:
+                self.warning = "; ".join(filter(None, [self.warning, skipped_lines(
+                    self.path, skipped)]))
 
     def decoded(self, states: Iterator[dict[str, Any]]) -> Iterator[Snapshot]:
         decoder = SnapshotDecoder()
@@ -195,9 +217,7 @@ class SeriesReader:
         if isinstance(paths, (str, os.PathLike)):
             self.paths = segment_paths(paths)
         else:
-            self.paths = sorted((Path(p) for p in paths), key=_segment_order)
-            if not self.paths:
-                raise RecordingError("no recording given")
+            self.paths = given_files(paths)
         self._warnings: list[str] = []
         self.ticks = 0
         self._first = RecordingReader(self.paths[0])
@@ -253,3 +273,29 @@ def read_series(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
     r = SeriesReader(paths)
     snaps = list(r)
     return ReadResult(r.header, snaps, r.warning)
+
+
+def given_files(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """The files a user named, in segment order, once they are known to be one run's: files of
+    different runs given together (`report b.gputop a.gputop`, `report *.gputop`) are refused,
+    never merged or silently dropped. A file whose header cannot be read is left to the reader,
+    which says why it skips it."""
+    files = sorted((Path(p) for p in paths), key=_segment_order)
+    if not files:
+        raise RecordingError("no recording given")
+    runs: dict[object, Path] = {}
+    for path in files if len(files) > 1 else ():
+        try:
+            r = RecordingReader(path)
+        except RecordingError:
+            continue
+        r.close()
+        series, segment = r.header.get("series"), r.header.get("segment")
+        runs.setdefault(series if isinstance(series, str) and isinstance(segment, int)
+                        else path, path)
+    if len(runs) > 1:
+        first, second, *more = runs.values()
+        others = f" (and {len(more)} more)" if more else ""
+        raise RecordingError(f"{first} and {second}{others} are different runs",
+                             hint="give one run at a time: its first file, or all its files")
+    return files

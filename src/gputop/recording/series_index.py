@@ -11,17 +11,19 @@ or belongs to another run. A file written without segments is the whole recordin
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from gputop.errors import RecordingError
 from gputop.model import DeviceSample, Snapshot
-from gputop.recording.index import CACHE_TICKS, RecordingIndex, TickReader, Timeline
-from gputop.recording.segments import _SEGMENT, _segment_order, next_segment, segment_paths
+from gputop.recording.index import CACHE_TICKS, RecordingIndex, TickDamaged, TickReader, Timeline
+from gputop.recording.reader import given_files
+from gputop.recording.segments import _SEGMENT, next_segment, segment_paths
 
 # A writer opens the next file as it finishes one, but a shared file system may show the new file
 # a while later: following, a finished last file ends the replay only after this long without one.
@@ -39,9 +41,7 @@ class SeriesIndex(Timeline):
         if isinstance(paths, (str, os.PathLike)):
             found = segment_paths(paths)
         else:
-            found = sorted((Path(p) for p in paths), key=_segment_order)
-            if not found:
-                raise RecordingError("no recording given")
+            found = given_files(paths)
         super().__init__(cache)
         self.path = found[0]
         self.follow = follow
@@ -85,6 +85,13 @@ class SeriesIndex(Timeline):
         if not self.segments[-1].finished or self._pending is not None:
             return False
         return not self.follow or self._stopped or self._gave_up or self._series() is None
+
+    def _stop(self, warning: str) -> None:
+        self._stopped = True
+        self.follow = False
+        for segment in self.segments:  # the files after the damage are not read on
+            segment.follow = False
+        self._warnings.append(warning)
 
     def reader(self) -> SeriesTickReader:
         """A reader of the series' ticks, for one thread."""
@@ -219,13 +226,15 @@ class SeriesTickReader:
     def state(self, tick: int) -> dict[str, Any]:
         """Tick `tick` (from 0) in record form. Do not modify it."""
         reader, k = self._locate(tick)
-        return reader.state(k)
+        with self._in_series(tick - k):
+            return reader.state(k)
 
     def snapshot(self, tick: int) -> Snapshot:
         snap = self.index._cached(tick)
         if snap is None:
             reader, k = self._locate(tick)
-            snap = reader.snapshot(k)
+            with self._in_series(tick - k):
+                snap = reader.snapshot(k)
             self.index._keep(tick, snap)
         return snap
 
@@ -234,7 +243,16 @@ class SeriesTickReader:
         if snap is not None:
             return snap.devices
         reader, k = self._locate(tick)
-        return reader.devices(k)
+        with self._in_series(tick - k):
+            return reader.devices(k)
+
+    @contextlib.contextmanager
+    def _in_series(self, start: int) -> Iterator[None]:
+        """A damaged tick of a file, numbered in the series (its file starts at `start`)."""
+        try:
+            yield
+        except TickDamaged as e:
+            raise TickDamaged(e.message, start + e.tick) from None
 
     def close(self) -> None:
         for reader in self._readers.values():
@@ -254,3 +272,24 @@ class SeriesTickReader:
         else:
             self._readers.move_to_end(i)
         return reader, tick - index.starts[i]
+
+
+def last_readable(index: SeriesIndex | RecordingIndex) -> tuple[Snapshot, str | None]:
+    """The last tick of a recording that can be read, and what was said of the rest: a tick
+    the index took (it reads only their times) may turn out damaged when decoded, and the
+    recording is then read up to it, as every reader reads it."""
+    warnings = [index.warning] if index.warning else []
+    reader: SeriesTickReader | TickReader = index.reader()
+    tick = index.ticks - 1
+    try:
+        while True:
+            try:
+                return reader.snapshot(tick), "; ".join(warnings) or None
+            except TickDamaged as e:
+                if e.tick == 0:
+                    raise RecordingError(f"{index.path}: no tick of the recording can be read",
+                                         hint=e.message) from None
+                warnings.append(f"{e.message}; read up to it")
+                tick = min(tick, e.tick) - 1
+    finally:
+        reader.close()

@@ -4,6 +4,7 @@ summary its summarizer (given by the caller) makes of it."""
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -27,9 +28,11 @@ from gputop.recording.format import (
     VERSION,
     diff,
     footer,
+    footer_of,
     to_record,
 )
 from gputop.recording.segments import segment_paths
+from gputop.safetext import encodable_tree
 
 COMPRESSION_LEVEL = 9  # zlib's best: 8 % smaller than 6 for ~1 ms more a tick with 8 GPUs
 _GZIP_END = 16  # bytes that finishing a stream adds at most: an empty last block, the trailer
@@ -86,7 +89,12 @@ def _significant(v: float) -> float:
 
 
 def _line(obj: Mapping[str, Any]) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode() + b"\n"
+    except UnicodeEncodeError:  # undecodable bytes in some text: kept as visible escapes
+        return json.dumps(encodable_tree(obj), separators=(",", ":"),
+                          ensure_ascii=False).encode() + b"\n"
 
 
 class Summarizer(Protocol):
@@ -142,6 +150,7 @@ class RecordingWriter:
         self._series = os.urandom(8).hex() if max_bytes is not None else None
         self._summary = summarizer
         self._summary_room = 0  # bytes kept free in a segment for its summary
+        self._no_summary: str | None = None  # why the file being written goes without one
         self._z: zlib._Compress  # the segment's deflate stream, and its size so far:
         self._segment_bytes = self._segment_ticks = 0  # set by _open
         if max_bytes is not None:
@@ -196,21 +205,27 @@ class RecordingWriter:
                 # little more). One that would take over a quarter of a segment is not worth
                 # it: such small segments go without.
                 need = 2 * len(self._summary_member()) + 16384 + FOOTER_SIZE
-                self._summary_room = need if need <= self._max_bytes // 4 else 0
+                self._summary_room = need if need <= self._max_bytes // 4 else FOOTER_SIZE
+                self._no_summary = None if need <= self._max_bytes // 4 else "size"
         except Exception:  # a summary is an extra: the recording goes on without it
             self._summary = None
-            self._summary_room = 0
+            self._summary_room = FOOTER_SIZE
+            self._no_summary = "error"
 
     def _summary_member(self) -> bytes:
         z = zlib.compressobj(COMPRESSION_LEVEL, zlib.DEFLATED, GZIP_WBITS)
         segment = len(self.segments) - 1 + self._deleted if self._series is not None else None
         assert self._summary is not None
         body = self._summary.summary(self._series, segment)
+        # What it vouches for: the bytes before it, so that a reader can tell ticks changed
+        # since (a flipped bit) from ticks it may take the summary for.
+        body["covers"] = {"bytes": self._segment_bytes, "crc32": self._crc}
         return z.compress(_line({SUMMARY: body})) + z.flush(zlib.Z_FINISH)
 
     def _open(self, path: Path) -> None:
         try:
-            self._f: IO[bytes] = open(path, "xb")  # noqa: SIM115 - closed in _finish()
+            # Unbuffered: a write that fails leaves nothing behind to be written at close.
+            self._f: IO[bytes] = open(path, "xb", buffering=0)  # noqa: SIM115 - _finish()
         except FileExistsError:
             self._broken = bool(self.segments)
             raise RecordingError(f"{path} already exists",
@@ -221,6 +236,7 @@ class RecordingWriter:
         self.segments.append(path)
         self._z = zlib.compressobj(COMPRESSION_LEVEL, zlib.DEFLATED, GZIP_WBITS)
         self._segment_bytes = self._segment_ticks = 0
+        self._crc = 0  # of the segment's bytes so far: its summary vouches for them
         header: dict[str, Any] = {"type": "header", "format": FORMAT, "version": VERSION,
                                   "gputop": __version__, "meta": self._meta}
         if self._series is not None:
@@ -247,20 +263,22 @@ class RecordingWriter:
 
     def _write(self, chunk: bytes) -> None:
         try:
-            self._f.write(chunk)
-            self._f.flush()
+            _write_all(self._f, chunk)
             if self._fsync:
                 os.fsync(self._f.fileno())
         except OSError as e:
             # The compressor has taken a tick the file lacks: finishing the stream now would
-            # write a checksum over it. Stop here; the file stays readable up to its last tick.
+            # write a checksum over it. Stop here, cut off what part of the tick reached the
+            # disk: the file reads to its last tick.
             self._broken = True
+            self._cut(self._segment_bytes)
             raise RecordingError(
                 f"cannot write {self.current_path}: {e.strerror or e}",
                 hint=f"the {self.ticks} ticks written before are kept",
             ) from None
         self.bytes_written += len(chunk)
         self._segment_bytes += len(chunk)
+        self._crc = zlib.crc32(chunk, self._crc)
 
     def _finish(self) -> OSError | None:
         """Ends the current segment's gzip stream (unless a write failed), appends its summary
@@ -270,50 +288,72 @@ class RecordingWriter:
         try:
             if not self._broken:
                 end = self._z.flush(zlib.Z_FINISH)
-                self._f.write(end)
-                self._f.flush()
+                _write_all(self._f, end)
                 self.bytes_written += len(end)
                 self._segment_bytes += len(end)
+                self._crc = zlib.crc32(end, self._crc)
                 self._append_summary()
         except OSError as e:
             self._broken = True  # the file lacks only its end marker: it reads to its last tick
+            self._cut(self._segment_bytes)
             return e
         finally:
-            self._f.close()
+            try:
+                self._f.close()
+            except OSError:
+                pass  # unbuffered: nothing is left to write
         if self._summary is not None:
             self._summary.next_file()
         return None
 
     def _append_summary(self) -> None:
-        """The summary's gzip member, then the footer saying where it starts. A file without
-        room for them, or where writing them fails, ends at its ticks' end marker instead."""
-        if self._summary is None:
-            return
-        try:
-            member = self._summary_member()
-        except Exception:  # a summary is an extra: the file is complete without it
-            self._summary = None
-            return
+        """The summary's gzip member, then the footer saying where it starts; a file whose
+        summary could not be made or has no room gets a footer saying why instead (when that
+        fits). Where writing them fails, the file ends at its ticks' end marker."""
+        if self._summary is None and self._no_summary is None:
+            return  # written without summaries
         at = self._segment_bytes
-        if self._max_bytes is not None and at + len(member) + FOOTER_SIZE > self._max_bytes:
-            return
-        data = member + footer(at, len(member))
+        why = self._no_summary
+        data = b""
+        if why is None:
+            try:
+                member = self._summary_member()
+            except Exception:  # a summary is an extra: the file is complete without it
+                self._summary = None
+                why = self._no_summary = "error"
+            else:
+                if (self._max_bytes is not None
+                        and at + len(member) + FOOTER_SIZE > self._max_bytes):
+                    why = "size"
+                else:
+                    data = member + footer(at, len(member))
+        if why is not None:
+            if self._max_bytes is not None and at + FOOTER_SIZE > self._max_bytes:
+                return
+            data = footer_of({"no_summary": why})
         try:
-            self._f.write(data)
-            self._f.flush()
+            _write_all(self._f, data)
             if self._fsync:
                 os.fsync(self._f.fileno())
         except OSError:
-            try:
-                self._f.truncate(at)  # back to a complete file without a summary
-            except OSError:
-                pass
+            self._cut(at)  # back to a complete file without a summary
             raise
         self.bytes_written += len(data)
         self._segment_bytes += len(data)
 
+    def _cut(self, size: int) -> None:
+        """Cuts the file being written back to `size` bytes (what a failed write left)."""
+        try:
+            self._f.truncate(size)
+        except OSError:
+            pass  # a reader drops the part of a tick at the end anyway
+
     def close(self) -> None:
-        self._finish()
+        """Finishes the file. RecordingError when finishing it failed (its ticks are kept)."""
+        e = self._finish()
+        if e is not None:
+            raise RecordingError(f"cannot finish {self.current_path}: {e.strerror or e}",
+                                 hint=f"the {self.ticks} ticks written before are kept")
 
     def __enter__(self) -> RecordingWriter:
         return self
@@ -322,3 +362,11 @@ class RecordingWriter:
         self.close()
 
 
+def _write_all(f: IO[bytes], data: bytes) -> None:
+    """Writes all of `data` to an unbuffered file (a write may take only part of it)."""
+    view = memoryview(data)
+    while view:
+        n = f.write(view)
+        if not n:
+            raise OSError(errno.EIO, "the file took no more bytes")
+        view = view[n:]

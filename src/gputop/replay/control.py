@@ -13,6 +13,7 @@ from typing import Protocol
 from gputop.diagnose.engine import Engine
 from gputop.diagnose.types import Finding
 from gputop.model import DeviceSample, Snapshot
+from gputop.recording.index import TickDamaged
 from gputop.replay.seek import stamp
 from gputop.replay.timeline import FindingsTimeline, FindingsWorker, Index, Reader
 
@@ -246,8 +247,12 @@ class ReplayFeed:
                 last = now
                 if control.ticks and control.position != self.shown:
                     tick = control.position
-                    snap, edit, older = await asyncio.to_thread(self._frame, reader,
-                                                                self.shown, tick)
+                    try:
+                        snap, edit, older = await asyncio.to_thread(self._frame, reader,
+                                                                    self.shown, tick)
+                    except TickDamaged as e:
+                        self._damaged(e)
+                        continue
                     if self.view is not None and edit is not None:
                         self.view.edit_history(edit)
                     self.shown = tick
@@ -296,6 +301,17 @@ class ReplayFeed:
         edit = HistoryEdit(clear=True, push=_devices(reader, start, tick))
         oldest = max(0, tick - self.history_ticks)
         return snap, edit, (oldest, start) if oldest < start else None
+
+    def _damaged(self, e: TickDamaged) -> None:
+        """A tick turned out damaged as it was read: the replay ends before it, and says so."""
+        if e.tick == 0:
+            raise e
+        self.index.cut(e.tick, e.message)
+        self.control.follow = False
+        self.control.seek(self.control.position)
+        self.warning = self.index.warning
+        if self.view is not None:
+            self.view.add_warning(f"{e.message}; the replay ends before it")
 
     def _found(self, tick: int, findings: list[Finding]) -> None:
         self.findings_tick = tick

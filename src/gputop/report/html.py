@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gputop.diagnose.types import SEVERITIES, Finding
-from gputop.errors import GputopError
+from gputop.report.output import replacing
 from gputop.report.recap import CHART_BUCKETS, METRICS, DeviceSeries, Recap
 from gputop.report.text import clock, clock_format, duration, headline
 from gputop.safetext import printable
@@ -69,10 +69,8 @@ def write_html(out: str, path: str, header: dict[str, Any], recap: Recap,
                findings: Sequence[Finding], devices: Sequence[dict[str, Any]],
                warning: str | None = None) -> None:
     page = render_html(path, header, recap, findings, devices, warning=warning)
-    try:
-        Path(out).write_text(page, encoding="utf-8")
-    except OSError as e:
-        raise GputopError(f"cannot write {out}: {e.strerror or e}") from None
+    with replacing(out) as part:  # never through a link planted at `out`
+        Path(part).write_text(page, encoding="utf-8")
 
 
 def render_html(path: str, header: dict[str, Any], recap: Recap,
@@ -83,13 +81,13 @@ def render_html(path: str, header: dict[str, Any], recap: Recap,
              f"<title>gputop report: {_text(Path(path).name)}</title>",
              f"<style>{CSS}</style></head><body>",
              "<h1>gputop report</h1>", f'<div class="meta">{_text(path)}</div>']
+    warned = [f'<div class="banner">Warning: {_text(warning)}</div>'] if warning else []
     if recap.start is None or recap.end is None:
-        parts.append("<p>The recording holds no ticks.</p>")
+        parts += [*warned, "<p>The recording holds no ticks.</p>"]
         return "\n".join([*parts, "</body></html>", ""])
     parts.append(f'<div class="meta">{_text(" · ".join(headline(header, recap, len(devices))))}'
                  "</div>")
-    if warning:
-        parts.append(f'<div class="banner">Warning: {_text(warning)}</div>')
+    parts += warned
     t0, t1 = recap.start, recap.end
     parts.append(f"<h2>Findings ({len(findings)})</h2>" if findings else "<h2>Findings</h2>")
     if findings:
@@ -127,13 +125,15 @@ def _text(s: object) -> str:
 
 def _findings_table(findings: Sequence[Finding], t0: float, t1: float) -> str:
     fmt = clock_format(t0, t1)
-    rows = ["<table><tr><th>Start</th><th>End</th><th>Severity</th><th>GPU</th><th>ID</th>"
-            "<th>What</th></tr>"]
+    rows = ["<table><tr><th>Began</th><th>Shown</th><th>End</th><th>Severity</th><th>GPU</th>"
+            "<th>ID</th><th>What</th></tr>"]
     for f in findings:
         end = "open" if f.until is None else clock(f.until, fmt)
+        shown = "-" if f.opened is None else clock(f.opened, fmt)
         detail = " ".join(x for x in (f.cause, f"Fix: {f.fix}" if f.fix else "") if x)
         rows.append(
-            f'<tr><td class="when">{clock(f.since, fmt)}</td><td class="when">{end}</td>'
+            f'<tr><td class="when">{clock(f.since, fmt)}</td><td class="when">{shown}</td>'
+            f'<td class="when">{end}</td>'
             f'<td><span class="sev {_sev(f)}">{_sev(f).upper()}</span></td>'
             f'<td class="num">{"-" if f.device is None else f.device}</td>'
             f"<td>{_text(f.id)}</td><td>{_text(f.title)}"

@@ -25,10 +25,26 @@ from gputop.diagnose.engine import Engine
 from gputop.diagnose.types import Finding
 from gputop.errors import RecordingError
 from gputop.model import Snapshot
-from gputop.recording import RecordingReader, SeriesReader, SnapshotDecoder, apply, read_summary
+from gputop.recording import (
+    RecordingReader,
+    SeriesReader,
+    SnapshotDecoder,
+    SummaryDamaged,
+    apply,
+    read_summary,
+    ticks_match,
+)
 from gputop.recording.index import RecordingIndex
 from gputop.report.recap import Recap
 from gputop.safetext import printable
+
+MAX_FINDINGS = 20_000  # in a summary a reader takes; a run with more is read tick by tick
+
+
+class Damaged(str):
+    """Why a summary cannot stand for its file's ticks, when the file was damaged: the report
+    warns of it in every output form, not only in its note."""
+
 
 # Besides each diagnostic's own module, what decides what the diagnostics find.
 _ENGINE_MODULES = ("gputop.diagnose.engine", "gputop.diagnose.types", "gputop.diagnose.window",
@@ -110,7 +126,7 @@ class Summarized:
     recap: Recap
     findings: list[Finding]
     rest: Path | None = None
-    why: str = ""  # why `rest` is read tick by tick
+    why: str = ""  # why `rest` is read tick by tick (Damaged when it was damaged)
 
 
 def from_summaries(files: str | Sequence[str], engine: Engine) -> Summarized | str:
@@ -128,11 +144,17 @@ def from_summaries(files: str | Sequence[str], engine: Engine) -> Summarized | s
         try:
             s = read_summary(r.path)
         except RecordingError as e:
+            why = Damaged(e) if isinstance(e, SummaryDamaged) else str(e)
             if n == len(opened) - 1 and last is not None:
-                return _carry_on(reader, recap, last, done, r.path, engine, str(e))
-            return str(e)
+                return _carry_on(reader, recap, last, done, r.path, engine, why)
+            return why
         if s.get("signature") != sig:
             return f"{name} was diagnosed by other rules (gputop {_version(s)})"
+        # A summary vouches for the bytes before it (older ones vouch for nothing and are
+        # taken as they are): ticks damaged since it was written are read, and said.
+        if "covers" in s and not ticks_match(r.path, s["covers"]):
+            return Damaged(f"{name} has changed since its summary was written (its ticks "
+                           "are damaged)")
         if s.get("series") != r.header.get("series") or s.get("segment") != r.header.get(
                 "segment"):
             return f"{name}'s summary is of another file"
@@ -149,6 +171,8 @@ def from_summaries(files: str | Sequence[str], engine: Engine) -> Summarized | s
         return reader.warning
     if last is None:
         return "no file has a summary"
+    if not isinstance(last.get("findings"), list) or len(last["findings"]) > MAX_FINDINGS:
+        return f"{done[-1].name}'s summary holds more than {MAX_FINDINGS} findings"
     try:
         findings = [Finding.from_dict(f) for f in last["findings"]]
     except (KeyError, TypeError, ValueError, AttributeError) as e:
@@ -182,7 +206,8 @@ def _carry_on(reader: SeriesReader, recap: Recap, last: Mapping[str, Any],
         engine.restore(state, window)
     except (RecordingError, KeyError, TypeError, ValueError, IndexError,
             AttributeError) as e:
-        return f"{why}, and {name}'s summary cannot be taken up ({type(e).__name__}: {e})"
+        text = f"{why}, and {name}'s summary cannot be taken up ({type(e).__name__}: {e})"
+        return Damaged(text) if isinstance(why, Damaged) else text
     return Summarized(reader.header, recap, [], rest=rest, why=why)
 
 
@@ -204,11 +229,13 @@ def diagnose(files: str | Sequence[str], *, note: TextIO | None = None,
         return got.header, got.recap, got.findings, None
     reader: SeriesReader | RecordingReader
     if isinstance(got, str):
-        why, reader = f"{got}: reading the recording tick by tick", SeriesReader(files)
+        cause, reader = got, SeriesReader(files)
+        why = f"{got}: reading the recording tick by tick"
         header, recap = reader.header, Recap()
     else:  # the files before the last had summaries: the engine goes on from where they end
         assert got.rest is not None
-        why, reader = f"{got.why}: reading its ticks", RecordingReader(got.rest)
+        cause, reader = got.why, RecordingReader(got.rest)
+        why = f"{got.why}: reading its ticks"
         header, recap = got.header, got.recap
     if note is not None:
         print(f"gputop: {printable(why)}", file=note)
@@ -217,7 +244,10 @@ def diagnose(files: str | Sequence[str], *, note: TextIO | None = None,
         engine.update(snap)
         rest.add(snap)
     recap.merge(rest)
-    return header, recap, engine.timeline(), reader.warning
+    # Damage found in a summary is the report's warning too, not only a note on stderr.
+    warnings = [cause] if isinstance(cause, Damaged) else []
+    return header, recap, engine.timeline(), "; ".join([*warnings, *filter(None, [
+        reader.warning])]) or None
 
 
-__all__ = ["Summarized", "SummaryKeeper", "diagnose", "from_summaries", "signature"]
+__all__ = ["Damaged", "Summarized", "SummaryKeeper", "diagnose", "from_summaries", "signature"]

@@ -15,11 +15,12 @@ import csv
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from gputop.errors import GputopError
 from gputop.model import JobInfo, from_dict
 from gputop.recording import SeriesReader
+from gputop.report.output import replacing
 from gputop.safetext import printable
 
 # (column, type) where type is one of: float, int, str, bool. Device columns are read from the
@@ -56,7 +57,8 @@ def export(path: str, out: str, *, processes: bool = False) -> tuple[int, str | 
     reader = SeriesReader(path)
     columns = PROCESS_COLUMNS if processes else DEVICE_COLUMNS
     rows = (process_rows if processes else device_rows)(reader.states())
-    n = write(out, columns, rows)
+    with replacing(out) as part:  # never through a link planted at `out`
+        n = write(part, columns, rows)
     return n, reader.warning
 
 
@@ -118,15 +120,12 @@ def _utc(t: object) -> str | None:
 def _write_csv(out: str, columns: tuple[tuple[str, type], ...],
                rows: Iterator[list[Any]]) -> int:
     n = 0
-    with _open(out, "w", newline="", encoding="utf-8") as f:
+    with open(out, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
-        try:
-            w.writerow([name for name, _ in columns])
-            for row in rows:
-                w.writerow([_cell(v) for v in row])
-                n += 1
-        except OSError as e:
-            raise GputopError(f"cannot write {out}: {e.strerror or e}") from None
+        w.writerow([name for name, _ in columns])
+        for row in rows:
+            w.writerow([_cell(v) for v in row])
+            n += 1
     return n
 
 
@@ -147,16 +146,13 @@ def _write_parquet(out: str, columns: tuple[tuple[str, type], ...],
     types = {float: pa.float64(), int: pa.int64(), str: pa.string(), bool: pa.bool_()}
     schema = pa.schema([(name, types[kind]) for name, kind in columns])
     n = 0
-    try:
-        with pq.ParquetWriter(out, schema) as w:
-            batch: list[list[Any]] = []
-            for row in rows:
-                batch.append(row)
-                if len(batch) >= BATCH_TICKS * 8:
-                    n += _flush(pa, w, schema, batch)
-            n += _flush(pa, w, schema, batch)
-    except OSError as e:
-        raise GputopError(f"cannot write {out}: {e.strerror or e}") from None
+    with pq.ParquetWriter(out, schema) as w:
+        batch: list[list[Any]] = []
+        for row in rows:
+            batch.append(row)
+            if len(batch) >= BATCH_TICKS * 8:
+                n += _flush(pa, w, schema, batch)
+        n += _flush(pa, w, schema, batch)
     return n
 
 
@@ -178,13 +174,6 @@ def _pyarrow() -> tuple[Any, Any]:
         raise GputopError("writing Parquet needs pyarrow: pip install pyarrow "
                           "(or export to .csv)") from None
     return pa, pq
-
-
-def _open(out: str, mode: str, **kw: Any) -> IO[Any]:
-    try:
-        return open(out, mode, **kw)
-    except OSError as e:
-        raise GputopError(f"cannot write {out}: {e.strerror or e}") from None
 
 
 __all__ = ["DEVICE_COLUMNS", "PROCESS_COLUMNS", "device_rows", "export", "process_rows"]

@@ -38,9 +38,12 @@ def render(path: str, header: dict[str, Any], recap: Recap,
 
     lines.append(f"FINDINGS ({len(findings)})" if findings else "FINDINGS: none")
     if findings:
-        rows = [["START", "END", "SEVERITY", "GPU", "ID", "TITLE"]]
+        # BEGAN: when the condition began to hold; SHOWN: when the finding opened, which is
+        # when the dashboard showed it (BEGAN plus the rule's hold).
+        rows = [["BEGAN", "SHOWN", "END", "SEVERITY", "GPU", "ID", "TITLE"]]
         for f in findings:
             rows.append([clock(f.since, fmt),
+                         "-" if f.opened is None else clock(f.opened, fmt),
                          "(open)" if f.until is None else clock(f.until, fmt),
                          f.severity.upper(), "-" if f.device is None else str(f.device),
                          printable(f.id), printable(f.title)])

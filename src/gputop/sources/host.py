@@ -39,6 +39,7 @@ from gputop.model import (
     ProcessSample,
     Val,
 )
+from gputop.safetext import encodable
 from gputop.sources.probe_files import ProbeSample, probe_dirs, read_probes
 
 T = TypeVar("T")
@@ -68,7 +69,7 @@ class HostSource:
     def __init__(self, *, proc_root: str = "/proc", psutil_module: Any = None) -> None:
         self._proc_root = proc_root
         self._ps = psutil_module if psutil_module is not None else psutil
-        self._hostname = socket.gethostname()
+        self._hostname = encodable(socket.gethostname())
         self._last_cpu: list[Any] | None = None
         self._psi_unsupported: set[str] = set()
         self._tick = 0
@@ -249,9 +250,10 @@ class HostSource:
         """What does not change while the process lives: read once."""
         proc = t.proc
         t.facts = _Facts(
-            user=self._guard(proc.username),
-            name=self._guard(proc.name),
-            cmdline=self._guard(lambda: tuple(proc.cmdline())),
+            # Any byte but NUL may be in a name or an argument: what is not UTF-8 is escaped.
+            user=self._guard(lambda: encodable(proc.username())),
+            name=self._guard(lambda: encodable(proc.name())),
+            cmdline=self._guard(lambda: tuple(encodable(a) for a in proc.cmdline())),
             create_time=self._guard(proc.create_time),
             job=read_job(self._proc_root, proc.pid),
             uid=self._guard(lambda: proc.uids().real),
@@ -302,7 +304,7 @@ class HostSource:
                 return None
             with t.proc.oneshot():
                 if not t.child_name:
-                    t.child_name = t.proc.name()
+                    t.child_name = encodable(t.proc.name())
                 cpu = self._cpu_percent(t, tick.now)
                 return ChildProcess(pid, t.child_name, cpu, t.proc.memory_info().rss)
         except (ps.NoSuchProcess, ps.AccessDenied):
@@ -507,6 +509,8 @@ _SLURM_JOB = re.compile(
 )
 _SERVICE = re.compile(r"([^/]+\.service)(?:/|$)")
 
+JOB_TEXT_MAX = 253  # the longest name Kubernetes gives a pod (a DNS subdomain)
+
 # Variables set by the Kubernetes downward API in common manifests. HOSTNAME is not one of them:
 # it is the pod name only until someone sets hostname or runs with hostNetwork.
 _ENV_FIELDS = {
@@ -525,8 +529,8 @@ def read_job(proc_root: str, pid: int) -> JobInfo | None:
     may read it (same user or root), its environment. None when it runs in none of them."""
     found: dict[str, str] = {}
     try:
-        with open(f"{proc_root}/{pid}/cgroup") as f:
-            found = parse_cgroup(f.read())
+        with open(f"{proc_root}/{pid}/cgroup", errors="surrogateescape") as f:
+            found = parse_cgroup(encodable(f.read()))
     except OSError:
         pass
     try:
@@ -579,11 +583,13 @@ def _parse_cgroup_path(path: str) -> dict[str, str]:
 
 
 def parse_environ(data: bytes) -> dict[str, str]:
-    """Only the variables JobInfo uses, from NUL-separated /proc/PID/environ."""
+    """Only the variables JobInfo uses, from NUL-separated /proc/PID/environ, each cut to
+    JOB_TEXT_MAX characters: a process sets its own environment, as long as it likes."""
     env = {}
     for item in data.split(b"\0"):
         key, sep, val = item.partition(b"=")
         name = key.decode("ascii", "replace")
         if sep and name in _ENV_FIELDS:
-            env[name] = val.decode("utf-8", "replace")
+            text = val[:4 * JOB_TEXT_MAX].decode("utf-8", "replace")
+            env[name] = text if len(text) <= JOB_TEXT_MAX else text[:JOB_TEXT_MAX - 1] + "…"
     return env

@@ -12,6 +12,7 @@ from typing import Protocol
 from gputop import __version__
 from gputop.errors import BackendUnavailable
 from gputop.model import HostSample, Missing, ProcessSample, Snapshot, SystemInfo
+from gputop.safetext import encodable
 from gputop.sources.base import GpuSource, GpuTick, SourceInfo
 
 # CPU times count in clock ticks (10 ms): over this long one tick is 5 % of a core.
@@ -71,7 +72,7 @@ class Poller:
             return Missing("unsupported")
 
         return SystemInfo(
-            hostname=socket.gethostname(),
+            hostname=encodable(socket.gethostname()),
             backends=tuple(i.backend for i in self.infos),
             driver_version=first("driver_version"),
             cuda_version=first("cuda_version"),
@@ -120,6 +121,8 @@ class Poller:
         if self._host is not None:
             host = self._host.sample(now)
             processes = self._host.enrich(processes, now)
+            # Probe files refused this tick (a symlink, another owner, bad JSON): said, not hidden.
+            merged.warnings += getattr(self._host, "probe_notes", [])
         return Snapshot(
             time=now,
             system=self._system,

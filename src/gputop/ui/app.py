@@ -99,6 +99,7 @@ class GputopApp(App[None]):
                                 table_interval=table_interval, histories=self.histories,
                                 position=replay.status if replay else None,
                                 readonly=self.kill_policy.readonly)
+        self.dashboard.findings.times = replay is not None
 
     def get_default_screen(self) -> DashboardScreen:
         return self.dashboard

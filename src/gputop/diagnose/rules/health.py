@@ -26,8 +26,11 @@ from gputop.model.xid import lookup
 COUNTER_WINDOW_S = 300.0  # error counters are compared over 5 min, so a slow trickle stays open
 LOAD_WINDOW_S = 60.0
 PCIE_LOAD = 50.0  # R8 pcie.downtrained: under load (util >= 50 %) ...
-PCIE_FOR_S = 300.0  # ... for 5 min
-PCIE_MIN_LOADED_TICKS = 5
+# ... at every loaded tick of the last minute, from one on. A link trains up within milliseconds
+# of traffic, so one tick under load below its max is a verdict (an idle link downshifts: real
+# idle dumps read Gen1 of Gen4, and x8 of x16, which the load gate keeps quiet). R8's 5 min hold
+# would leave a pasted `nvidia-smi -q` without one.
+PCIE_MIN_LOADED_TICKS = 1
 PCIE_REPLAYS_PER_MIN = 100.0  # R8: initial guess, to tune on fleet data
 REPLAY_MIN_S = 60.0
 NVLINK_COUNTERS = ("crc_flit", "crc_data", "replay", "recovery")
@@ -108,13 +111,43 @@ def check_memory_errors(window: Sequence[Snapshot]) -> list[Condition]:
             continue
         gpu = f"GPU{d.index}"
         new = growth(field_values(window, d.index, "ecc_uncorrected"))
-        if new > 0:
+        volatile = number(d.ecc_uncorrected) or 0.0
+        if new > 0 or volatile > 0:
+            # One tick says it too: the volatile count is since the driver last loaded, so any
+            # count there is an error the GPU has not been reset from.
+            what = f"{new:.0f} new" if new > 0 else f"{volatile:.0f}"
             out.append(Condition(
                 id="ecc.uncorrected", severity="critical", device=d.index,
-                title=f"{gpu}: {new:.0f} new uncorrectable ECC error(s)",
+                title=f"{gpu}: {what} uncorrectable ECC error(s) since the driver loaded",
                 cause="Uncorrectable memory errors corrupt data and usually crash the job.",
                 fix=RESET_FIX + " Keep the GPU out of service if it repeats.",
-                evidence={"new_uncorrected": new}))
+                evidence={"new_uncorrected": new, "volatile_uncorrected": volatile},
+                score=new + volatile))
+        lifetime = number(d.ecc_uncorrected_aggregate) or 0.0
+        if lifetime > 0:
+            out.append(Condition(
+                id="ecc.lifetime", severity="warning", device=d.index,
+                title=f"{gpu}: {lifetime:.0f} uncorrectable ECC error(s) over its lifetime",
+                cause="The GPU's aggregate count keeps every uncorrectable error since it was "
+                      "made: it has failed before, and memory that failed once is likely to "
+                      "fail again.",
+                fix="Watch for new errors (Xid 48, 63, 64, 94, 95) and check its retired pages "
+                    "or remapped rows; if they recur, take it out of service.",
+                evidence={"lifetime_uncorrected": lifetime}, score=lifetime))
+        if d.ecc_sram_threshold_exceeded is True:
+            out.append(Condition(
+                id="ecc.sram_threshold", severity="critical", device=d.index,
+                title=f"{gpu}: its SRAM uncorrectable errors passed NVIDIA's threshold",
+                cause="The GPU reports that uncorrectable errors in its on-chip SRAM exceeded "
+                      "the threshold NVIDIA sets for replacing it.",
+                fix="Take the GPU out of service and open a hardware ticket (RMA)."))
+        if d.retire_pending is True:
+            out.append(Condition(
+                id="ecc.retire_pending", severity="warning", device=d.index,
+                title=f"{gpu}: page retirement pending, reset the GPU to retire the page",
+                cause="A memory page with ECC errors is marked for retirement; it is taken out "
+                      "of use only after a GPU reset.",
+                fix=RESET_FIX))
         if d.remap_failed is True:
             out.append(Condition(
                 id="ecc.remap_failed", severity="critical", device=d.index,
@@ -158,8 +191,7 @@ def _downtrained(window: Sequence[Snapshot], d: DeviceSample) -> list[Condition]
               "bandwidth.",
         fix="Reseat the GPU or its riser, check the slot's BIOS settings and the riser cable.",
         evidence={"pcie_gen": gen, "pcie_gen_max": gen_max, "pcie_width": width,
-                  "pcie_width_max": width_max},
-        for_s=PCIE_FOR_S)]
+                  "pcie_width_max": width_max})]
 
 
 def _pcie(d: DeviceSample) -> tuple[float, float, float, float] | None:
@@ -278,5 +310,6 @@ def _minutes(window: Sequence[Snapshot]) -> str:
 LOST = Diagnostic(name="gpu.lost", check=check_lost, window_s=0.0, every_s=0.0)
 XID = Diagnostic(name="xid", check=check_xid, window_s=XID_QUIET_S, every_s=0.0)
 MEMORY_ERRORS = Diagnostic(name="ecc", check=check_memory_errors, window_s=COUNTER_WINDOW_S)
-PCIE = Diagnostic(name="pcie", check=check_pcie, window_s=LOAD_WINDOW_S)
+# Open from the first loaded tick below the max; closed once the last minute has none.
+PCIE = Diagnostic(name="pcie", check=check_pcie, window_s=LOAD_WINDOW_S, clear_s=LOAD_WINDOW_S)
 NVLINK = Diagnostic(name="nvlink", check=check_nvlink, window_s=COUNTER_WINDOW_S)

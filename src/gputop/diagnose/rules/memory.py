@@ -12,17 +12,22 @@ out.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from collections.abc import Sequence
 
 from gputop.diagnose.types import Condition, Diagnostic
 from gputop.diagnose.window import (
+    busy_values,
     column,
     command,
     device_at,
     devices,
+    field_values,
     gib,
+    last,
     least_squares,
+    mean,
     number,
     series,
     times,
@@ -39,8 +44,34 @@ WARMUP_S = 60.0  # a process's first minute is loading weights and the first ste
 CRITICAL_TTO_S = 300.0  # out of memory within 5 min
 GROWTH_FOR_S = 30.0
 GROWTH_CLEAR_S = 120.0  # a leak that pauses for a checkpoint is the same leak
+# mem.oom_soon: the same straight line over the last 10 s, against the free memory. A leak of
+# ~0.9 GiB/s fills an 80 GiB card in about a minute, sooner than the fits above can speak (their
+# warm-up, coverage and hold add up to more than two minutes), so a short span projects it.
+SOON_FIT_S = 10.0  # 10 s: 20 samples at 2 Hz, 10 at 1 Hz, for a fit that a single step fails
+SOON_MIN_POINTS = 5
+SOON_MIN_GROWTH = 256 * MiB  # over the span: below this (25 MiB/s), not filling a card soon
+SOON_S = 120.0  # out of memory within 2 min at this rate: warn, whatever the process's age
+# ... while the GPU computes (a leak grows as steps run). Loading weights grows as fast with the
+# GPU idle and then stops short of full (a healthy 7B load: 14 GiB at ~1 GiB/s with 75 GiB free,
+# 75 s from full at that rate), so with the GPU not computing only an overfill within 30 s (one
+# the load will not stop short of in time) is named.
+SOON_LOAD_S = 30.0
+COMPUTING = 50.0  # busy % (GPM graphics activity, else NVML util) over the fit span
+# A leak grows from sample to sample; a job's first steps grow the caching allocator in a few
+# jumps (weights, optimizer state, activations) that a line can fit as well. At least 40 % of
+# the samples must rise over the one before (a jump every other 2 Hz sample still counts).
+SOON_RISING = 0.4
+SOON_CRITICAL_S = 60.0  # ... within 1 min: critical
+# Shown after 5 s more of the same (8 s of fit + 5 s: ~13 s of steady growth): loading weights at
+# disk speed usually ends before that, and one that goes on towards filling the card is news.
+SOON_FOR_S = 5.0
+SOON_CLEAR_S = 5.0  # once the growth stops the fit fails within a few samples: close soon after
 PRESSURE_SHARE = 0.95  # R7 mem.near_oom: reserved peak > 0.95 of total ...
-PRESSURE_FOR_S = 60.0  # ... for 1 min
+PRESSURE_FOR_S = 60.0  # ... for 1 min ...
+# ... while it still fills: a card held full and flat is a framework's pool (TensorFlow, JAX and
+# vLLM take 90 % and more up front; a real V100 job ran at a flat 95 % for its whole log), not a
+# coming out-of-memory error. Grown by this much over the last PRESSURE_FOR_S.
+PRESSURE_GROWTH = 256 * MiB
 
 GROWTH_FIX = ("Look for tensors kept across steps: losses or outputs accumulated without "
               ".detach() or .item(), growing lists or caches, retain_graph=True. Compare "
@@ -132,7 +163,10 @@ def check_growth(window: Sequence[Snapshot]) -> list[Condition]:
         if not any(number(p.gpu_mem) is not None for p in procs.values()):
             used = series(window, index, "mem_used")  # no per-process memory: the device's
             by_pid = {-1: ([t for t, _ in used], [v for _, v in used])}
+        free = _free(d)
         for pid, (ts, vs) in by_pid.items():
+            if _soon(window, index, pid, free) is not None:
+                continue  # mem.oom_soon says it, with the sooner projection
             g = _growth(ts, vs)
             if g is not None:
                 out.append(_growth_condition(d, procs.get(pid), vs[-1], g))
@@ -165,6 +199,80 @@ def _growth_condition(d: DeviceSample, p: ProcessSample | None, now_bytes: float
         fix=GROWTH_FIX, evidence=evidence, score=slope)
 
 
+def _soon(window: Sequence[Snapshot], index: int, pid: int,
+          free: float | None) -> tuple[float, float, float, float] | None:
+    """(slope B/s, R², growth, seconds to out of memory) of a process (pid -1: the device)
+    over the last SOON_FIT_S, where steady growth fills the free memory within SOON_S (with
+    the GPU computing; SOON_LOAD_S without)."""
+    recent = last(window, SOON_FIT_S)
+    if free is None or len(recent) < SOON_MIN_POINTS:
+        return None
+    busy = mean(busy_values(recent, index)[1])
+    limit = SOON_S if busy is not None and busy >= COMPUTING else SOON_LOAD_S
+    ts = times(recent)
+    if pid < 0:
+        pts = series(recent, index, "mem_used")
+        ts, vs = [t for t, _ in pts], [v for _, v in pts]
+    else:
+        mems = column(recent, _memory_at, index, pid)
+        ts, vs = [t for t, m in zip(ts, mems) if m is not None], [m for m in mems if m is not None]
+    if len(ts) < SOON_MIN_POINTS or ts[-1] - ts[0] < MIN_COVER * SOON_FIT_S:
+        return None
+    if max(vs) - min(vs) < SOON_MIN_GROWTH:
+        return None
+    if sum(b > a for a, b in itertools.pairwise(vs)) < SOON_RISING * (len(vs) - 1):
+        return None
+    fit = least_squares(ts, vs)
+    if fit is None:
+        return None
+    slope, r2 = fit
+    grown = slope * (ts[-1] - ts[0])
+    if r2 < MIN_R2 or grown < SOON_MIN_GROWTH or vs[-1] < max(vs):
+        return None
+    eta = max(free, 0.0) / slope
+    return (slope, r2, grown, eta) if eta <= limit else None
+
+
+def _whose(window: Sequence[Snapshot], index: int) -> dict[int, ProcessSample | None]:
+    """pid -> process on the device now; {-1: None} where no process reports its memory."""
+    procs = {p.pid: p for p in window[-1].processes_on(index)}
+    if not any(number(p.gpu_mem) is not None for p in procs.values()):
+        return {-1: None}
+    return dict(procs)
+
+
+def check_oom_soon(window: Sequence[Snapshot]) -> list[Condition]:
+    if not window:
+        return []
+    out = []
+    for index in devices(window):
+        d = device_at(window[-1], index)
+        if d is None:
+            continue
+        free = _free(d)
+        for pid, p in _whose(window, index).items():
+            got = _soon(window, index, pid, free)
+            if got is None:
+                continue
+            slope, r2, grown, eta = got
+            gpu = f"GPU{index}"
+            who = f"{gpu} PID {p.pid} `{command(p)}`" if p is not None else gpu
+            now_bytes = number(p.gpu_mem) if p is not None else number(d.mem_used)
+            out.append(Condition(
+                id="mem.oom_soon", severity="critical" if eta < SOON_CRITICAL_S else "warning",
+                device=index, pid=p.pid if p is not None else None,
+                title=f"{who} memory grows {gib(slope):.2f} GiB/s: out of memory in "
+                      f"~{_duration(eta)} at this rate",
+                cause=f"+{gib(grown):.1f} GiB in the last {SOON_FIT_S:.0f} s (straight-line "
+                      f"fit, R² {r2:.2f}), {gib(now_bytes or 0.0):.1f} GiB now and "
+                      f"{gib(max(free or 0.0, 0.0)):.1f} GiB free on {gpu}: at this rate the "
+                      "card is full before long. A load that stops short of it ends this.",
+                fix=GROWTH_FIX, score=-eta,
+                evidence={"rate_mib_s": slope / MiB, "r2": r2, "growth_gib": gib(grown),
+                          "free_gib": gib(free or 0.0), "time_to_oom_s": eta}))
+    return out
+
+
 def check_pressure(window: Sequence[Snapshot]) -> list[Condition]:
     out = []
     for index in devices(window):
@@ -174,7 +282,8 @@ def check_pressure(window: Sequence[Snapshot]) -> list[Condition]:
         if d is None or not total or free is None:
             continue
         share = 1.0 - free / total
-        if share < PRESSURE_SHARE:
+        used = field_values(window, index, "mem_used")
+        if share < PRESSURE_SHARE or not used or max(used) - min(used) < PRESSURE_GROWTH:
             continue
         out.append(Condition(
             id="mem.pressure", severity="warning", device=index,
@@ -197,5 +306,7 @@ def _duration(s: float) -> str:
 
 GROWTH = Diagnostic(name="mem.growth", check=check_growth, window_s=max(FIT_SPANS_S),
                     for_s=GROWTH_FOR_S, clear_s=GROWTH_CLEAR_S)
-PRESSURE = Diagnostic(name="mem.pressure", check=check_pressure, window_s=0.0,
+OOM_SOON = Diagnostic(name="mem.oom_soon", check=check_oom_soon, window_s=SOON_FIT_S,
+                      for_s=SOON_FOR_S, clear_s=SOON_CLEAR_S, every_s=0.0)
+PRESSURE = Diagnostic(name="mem.pressure", check=check_pressure, window_s=PRESSURE_FOR_S,
                       for_s=PRESSURE_FOR_S)

@@ -40,6 +40,9 @@ FRAG_RATIO = 0.20  # with pressure >= 0.5 (22 % measured at the OOM under the de
 FRAG_PRESSURE = 0.5
 FULL_FRAG_RATIO = 0.12  # with pressure >= 0.85: b = 150 sat at 94 % / 16 %, the next size OOM-ed
 FULL_PRESSURE = 0.85
+# Nearly full and fragmented is one step from an out-of-memory error (b = 150 fit, 170 did not):
+# the probe measures it directly, so it is held 30 s (a few steps' peaks), not R4's 5 min.
+FULL_FOR_S = 30.0
 RETRY_CRITICAL_PRESSURE = 0.9  # a retry this close to full is an OOM about to happen
 INFO_FRAG_BYTES = 2 * GiB  # shown, no action, below FRAG_PRESSURE
 
@@ -165,8 +168,9 @@ def _frag_severity(ratio: float, pressure: float, frag: float, retries: float,
         return "critical", 0.0
     if retries >= 1:
         return "warning", 0.0
-    if ((pressure >= FRAG_PRESSURE and ratio >= FRAG_RATIO)
-            or (pressure >= FULL_PRESSURE and ratio >= FULL_FRAG_RATIO)):
+    if pressure >= FULL_PRESSURE and ratio >= FULL_FRAG_RATIO:
+        return "warning", FULL_FOR_S
+    if pressure >= FRAG_PRESSURE and ratio >= FRAG_RATIO:
         return "warning", None
     if frag >= INFO_FRAG_BYTES and pressure < FRAG_PRESSURE:
         return "info", None

@@ -11,13 +11,19 @@ blocked on its DataLoader, over its last 50 steps and (since the probe publishes
 few. The view holds while both are above 5 %: the 50-step share gives the severity and the title,
 the recent one ends the view within seconds of the loader catching up, where the 50-step average
 would trail by up to 50 steps. Then the outside view of that process lets go too: the GPU's low
-minute is the tail of the stall the probe saw end.
+20 s are the tail of the stall the probe saw end.
 
 The probe is the stronger evidence, so where a process has both views they make one finding that
 leads with the probe's share and takes its cause from the host. Either view alone still makes the
 finding: a loop that waits while its workers idle (network storage), or a job without the probe.
 The engine tracks the two views of a process as one condition, so the finding starts when the
-first of them did and opens after the hold of the views holding now.
+first of them did and opens after the shorter hold of the views holding now.
+
+How long a view holds before it is shown follows the strength of its evidence: 5 s for the
+probe's direct measurement of half of each step or more spent waiting, 1 min for a smaller share,
+10 s for the outside view where the host names the cause, 2 min where it does not (the constants
+below say why). A GPU mostly idle with no worker and the main thread pegged is a host-bound step
+(rules/host_bound.py) unless the probe saw the loop wait on its loader.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
+from gputop.diagnose.rules.host_bound import IDLE_BUSY as HOST_BOUND_BUSY
 from gputop.diagnose.types import SEVERITIES, Condition, Diagnostic
 from gputop.diagnose.window import (
     busy_values,
@@ -48,13 +55,36 @@ from gputop.model import ProcessSample, Snapshot
 from gputop.model.memory_split import home_processes
 
 ID = "loader.starvation"
-WINDOW_S = 60.0  # R1 window
-FOR_S = 120.0  # R1 `for`: also rides out eval and checkpoint phases (R1 false-positive guards)
+# The strength of the evidence sets the hold (how long a view must hold before it is shown).
+# Outside, NVML util is about 1 minus the loader's wait fraction (docs/diagnostics.md §5.4, within
+# ~7 points in all 9 measured runs), so a 20 s mean reads a stall as well as R1's minute did: 20 s
+# is 40 samples at 2 Hz, and enough to average a 300/700 ms sawtooth (sd 45) to within ~10 points.
+WINDOW_S = 20.0
+RECENT_S = 8.0  # the view lets go once the last 8 s look healthy again ...
+RECOVERED_BUSY = 80.0  # ... at >= 80 % busy: a healthy step runs at 91-94 % (§5.4), while a
+# starved sawtooth (37 % mean, sd 45) reaches an 8 s mean of 80 % in well under 1 % of windows
+# Held 10 s where the host names the cause (every DataLoader worker pegged, or I/O pressure): the
+# 20 s mean plus this hold shows a stall within 30 s of its start, and a checkpoint or eval pause
+# does not peg the training loader's workers, so the short hold does not flag them.
+FOR_S = 10.0
+# Where the host names no cause (a host-side stall, collectives), R1's 2 min: an eval or
+# checkpoint phase, or a small model that cannot fill the GPU, looks the same from outside.
+WEAK_FOR_S = 120.0
+# A finding ends 3 s after the view lets go (the probe's recent share, or the last 8 s healthy):
+# with the 8 s look-back that closes it within 10 s of the loader catching up.
+CLEAR_S = 3.0
 CRITICAL_WINDOW_S = 300.0  # R1: critical if busy < 30 % for 5 min
 LOW_BUSY = 70.0  # R1: mean(busy) < 70 %
 CRITICAL_BUSY = 30.0
+# The GPU runs steps between the waits: NVML util (copies included) averages >= 5 % over the
+# window, and is above 0 at some sample of the last RECENT_S. A checkpoint pause or the start-up
+# (loading weights, compiling) leaves it at 0, but for the copies that start a checkpoint: a
+# burst the 20 s mean keeps, while the host's I/O pressure from the write would name a cause.
+WORKING_UTIL = 5.0
 MIN_GPU_MEM = 1 << 30  # R1 applies to a process holding >= 1 GiB ...
-MIN_AGE_S = 60.0  # ... that has lived > 60 s (start-up is not starvation)
+# ... past its first 10 s: R1's 60 s kept start-up out, which WORKING_UTIL now does, and a run
+# starved from its first step must not wait a minute to be named.
+MIN_AGE_S = 10.0
 IDLE_SAMPLE = 10.0  # R1: bursty when >= 20 % of util samples are < 10 %
 BURSTY_SHARE = 0.20
 WORKER_PEGGED = 85.0  # R1 class 1: median worker CPU >= 85 % of a core
@@ -70,12 +100,22 @@ SLOWDOWN_REASONS = ("sw_thermal", "hw_thermal", "hw_power_brake", "hw_slowdown")
 # nominal bandwidth is an initial guess, to tune on fleet data.
 COMM_LINK_SHARE = 0.5
 
-# R2, the probe's share of step time blocked in next() on the DataLoader
-WAIT_FOR_S = 60.0  # R2 `for`: measured in the loop, so it needs less hold than the inference
+# R2, the probe's share of step time blocked in next() on the DataLoader. A direct measurement:
+# at >= 50 % over the probe's recent share (>= 5 steps and >= 5 s by its construction) it is
+# shown after 5 s, within 10 s of the probe's first such reading; a smaller share keeps R2's
+# minute, since a few slow batches (a shard boundary, a cold cache, an epoch's new workers) raise
+# it for a while in healthy runs too.
+WAIT_FOR_S = 60.0
+STRONG_WAIT = 0.50
+STRONG_WAIT_FOR_S = 5.0
+STRONG_MIN_STEPS = 5
+STRONG_MIN_S = 5.0
 WAIT_INFO = 0.05  # torch_tb_profiler's "high time cost on input data loading" threshold
 WAIT_WARNING = 0.20
 WAIT_CRITICAL = 0.50
 WAIT_STEPS = 50  # the probe's wait_frac covers its last 50 steps
+# Classes the host names with its own numbers (pegged workers, I/O pressure, busy cores).
+NAMED = ("cpu_loader", "io_bound", "oversubscribed")
 
 FIX = {
     "cpu_loader": "Raise DataLoader num_workers (up to the free cores), use "
@@ -125,6 +165,7 @@ class _Wait(NamedTuple):
     frac: float  # share of step time blocked in next()
     step_s: float
     steps: int  # how many steps the share covers
+    strong: bool  # the recent share is >= STRONG_WAIT over >= 5 steps and 5 s
 
 
 def check(window: Sequence[Snapshot]) -> list[Condition]:
@@ -133,7 +174,11 @@ def check(window: Sequence[Snapshot]) -> list[Condition]:
     waits, caught_up = _inside(window)
     # Where the probe says the loop waited and no longer does, the GPU's low minute is the tail
     # of that stall, already over: the outside view does not hold it open.
-    seen = {k: v for k, v in _outside(window).items() if k not in caught_up}
+    # Nor where the GPU is mostly idle, no worker loads data and the main thread is pegged,
+    # unless the probe saw the loop wait on its loader: from outside that is a host-bound step
+    # (rules/host_bound.py), which may or may not be loading data.
+    seen = {k: v for k, v in _outside(window).items()
+            if k not in caught_up and (k in waits or not _host_bound(v))}
     return [_condition(window, index, seen.get((index, pid)), waits.get((index, pid)))
             for index, pid in dict.fromkeys([*seen, *waits])]
 
@@ -152,6 +197,13 @@ def _outside(window: Sequence[Snapshot]) -> dict[tuple[int, int], _Outside]:
         busy = mean(busy_now)
         if busy is None or busy >= LOW_BUSY or _throttled(recent, index):
             continue
+        latest = mean(busy_values(last(recent, RECENT_S), index)[1])
+        if latest is not None and latest >= RECOVERED_BUSY:
+            continue  # caught up: the 20 s mean still holds the stall's tail
+        if ((mean(field_values(recent, index, "util_gpu")) or 0.0) < WORKING_UTIL
+                or not any(v > 0 for v in field_values(last(recent, RECENT_S), index,
+                                                       "util_gpu"))):
+            continue  # no steps at all: a pause or start-up, not a stall between steps
         history = _main_process(window, index)
         if history is None:
             continue
@@ -183,7 +235,11 @@ def _inside(window: Sequence[Snapshot]) -> tuple[dict[tuple[int, int], _Wait],
         if latest is not None and latest <= WAIT_INFO:
             caught_up.add(key)
             continue
-        out[key] = _Wait(p, frac, step, min(probe.steps, WAIT_STEPS))
+        recent = latest if latest is not None else frac
+        covered = probe.steps >= STRONG_MIN_STEPS and (
+            latest is not None or probe.steps * step >= STRONG_MIN_S)
+        out[key] = _Wait(p, frac, step, min(probe.steps, WAIT_STEPS),
+                         covered and recent >= STRONG_WAIT)
     return out, caught_up
 
 
@@ -295,6 +351,12 @@ def _link_share(window: Sequence[Snapshot], index: int, at: set[float]) -> float
     return mean(shares) or 0.0
 
 
+def _host_bound(seen: _Outside) -> bool:
+    st = seen.stall
+    return (seen.busy < HOST_BOUND_BUSY and not st.workers and st.main_cpu is not None
+            and st.main_cpu >= MAIN_PEGGED)
+
+
 def _classify(st: _Stall, *, data_wait: bool) -> str | None:
     """R1's classes, first match; None when the answer depends on the links not yet summed.
     Where the probe saw the loop wait on its loader (`data_wait`) the wait is for data, not for
@@ -325,15 +387,25 @@ def _condition(window: Sequence[Snapshot], index: int, seen: _Outside | None,
         proc, st = seen.proc, seen.stall
     else:
         assert wait is not None
-        proc = wait.proc  # no starved ticks to read the host at: its whole last minute
-        st = _stall(recent, [(t, on[proc.pid]) for t, on in
-                             zip(times(recent), column(recent, _on_gpu, index))
+        # No starved ticks to read the host at: the last few seconds, which the probe's recent
+        # share covers.
+        proc = wait.proc
+        lately = last(window, RECENT_S)
+        st = _stall(lately, [(t, on[proc.pid]) for t, on in
+                             zip(times(lately), column(lately, _on_gpu, index))
                              if proc.pid in on])
     kind = _classify(st, data_wait=wait is not None)
     if kind is None:  # the only class that needs the links, which are costly to sum
         assert seen is not None
         st = replace(st, link_share=_link_share(recent, index, seen.starved))
         kind = _classify(st, data_wait=False) or "host_stall"
+    # The stronger view sets the hold: the probe's direct measurement, or the host's named cause.
+    holds = []
+    if wait is not None:
+        holds.append(STRONG_WAIT_FOR_S if wait.strong else WAIT_FOR_S)
+    if seen is not None:
+        holds.append(FOR_S if kind in NAMED else WEAK_FOR_S)
+    for_s = min(holds)
     who = f"PID {proc.pid} {_quote(command(proc))}"
     gpu = f"GPU{index}"
     evidence: dict[str, float] = {}
@@ -376,8 +448,7 @@ def _condition(window: Sequence[Snapshot], index: int, seen: _Outside | None,
     share = wait.frac if wait is not None else 1 - evidence["busy_pct"] / 100
     return Condition(id=ID, severity=max(severities, key=SEVERITIES.index), device=index,
                      pid=proc.pid, title=title, cause=" ".join(sentences), fix=FIX[kind],
-                     evidence=evidence, for_s=WAIT_FOR_S if wait is not None else None,
-                     score=len(severities) + share)
+                     evidence=evidence, for_s=for_s, score=len(severities) + share)
 
 
 def _explain(kind: str, gpu: str, who: str, busy: str, st: _Stall) -> tuple[str, str, str]:
@@ -455,7 +526,7 @@ def _quote(s: str) -> str:
     return f"`{s}`"
 
 
-# Every tick rather than every slow tick: a stall is flagged only if the 60 s mean stays low for
-# the whole `for`, and a 5 s cadence would shave up to 5 s off each end of that hold.
+# Every tick rather than every slow tick: a stall is flagged only if the 20 s mean stays low for
+# the whole `for`, and a 5 s cadence would add up to 5 s to each end of that hold.
 STARVATION = Diagnostic(name="starvation", check=check, window_s=CRITICAL_WINDOW_S, for_s=FOR_S,
-                        every_s=0.0)
+                        clear_s=CLEAR_S, every_s=0.0)

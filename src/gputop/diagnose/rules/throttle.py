@@ -39,6 +39,16 @@ MARGIN_NEAR = 10.0  # R5 info: margin <= 10 °C ...
 NEAR_FOR_S = 300.0  # ... for 5 min with no throttling
 BIT_TICKS = 2  # R5: a bit counts when seen in >= 2 consecutive ticks (0x8 also flickers on
 # P-state changes, per the NVML header)
+# One tick is enough where a HW bit holds the clocks at half their max or less: the NVML header
+# defines the HW slowdowns as "reducing the core clocks by a factor of 2 or more", which a
+# P-state flicker under load does not do. No load gate: a braked GPU cannot get busy (8 H100s in
+# power brake read SM 86 of 1980 MHz), and the clock cut says it is not a GPU at rest.
+FAR_BELOW = 0.5
+# Whether a slowdown still happens is read over the last 6 s (the minute still gives the figures):
+# the NVML source reads the time counters every 5 s slow tick, so 6 s holds two readings; with a
+# 3 s clearing time a finding closes within 10 s of the clocks recovering.
+HOLD_S = 6.0
+CLEAR_S = 3.0
 
 POWER_WINDOW_S = 300.0  # R6: a 5 min window
 POWER_MIN_S = 60.0  # judged once a minute of it is there
@@ -62,9 +72,69 @@ def check_thermal(window: Sequence[Snapshot]) -> list[Condition]:
     out: list[Condition] = []
     for index in devices(recent):
         d = device_at(recent[-1], index)
-        if d is None or not _active(recent, index):
+        if d is None:
             continue
-        out += _thermal(recent, index, d)
+        out += _moment(d)  # the engine keeps the worse of this and the window's, per id
+        if _active(recent, index):
+            out += _thermal(recent, index, d)
+    return out
+
+
+def _moment(d: DeviceSample) -> list[Condition]:
+    """What one tick says on its own: a HW slowdown bit with the clocks cut to half or less,
+    or the driver's thermal slowdown. An `nvidia-smi -q` pasted into a ticket is one tick."""
+    bits = d.throttle if isinstance(d.throttle, tuple) else ()
+    clock, clock_max = number(d.clock_sm), number(d.clock_sm_max)
+    gpu = f"GPU{d.index}"
+    out = []
+    # A GPU at rest (`gpu_idle`: no context) has low clocks of its own accord, and the NVML header
+    # warns the HW slowdown bit "may be also reported during PState or clock change", which is
+    # when it leaves that rest: its low clock is no cut.
+    resting = "gpu_idle" in bits
+    if not resting and clock is not None and clock_max and clock <= FAR_BELOW * clock_max:
+        clocks = f"SM clock {clock:.0f} of {clock_max:.0f} MHz"
+        evidence = {"clock_mhz": clock, "clock_max_mhz": clock_max}
+        temp = number(d.temp_gpu)
+        if temp is not None:
+            evidence["temp_c"] = temp
+        if "hw_thermal" in bits:
+            out.append(Condition(
+                id="thermal.hw", severity="critical", device=d.index,
+                title=f"{gpu} HW thermal slowdown: {clocks}",
+                cause=f"{gpu}'s HW thermal slowdown is active: the hardware cut its clocks to "
+                      f"{clock / clock_max * 100:.0f} % of max to protect it from heat.",
+                fix=THERMAL_FIX, evidence=evidence, score=-clock))
+        if "hw_power_brake" in bits:
+            out.append(Condition(
+                id="power.brake", severity="critical", device=d.index,
+                title=f"{gpu} HW power brake: {clocks}",
+                cause=f"{gpu}'s external power brake is asserted (by the system's power supply "
+                      f"or BMC): its clocks are cut to {clock / clock_max * 100:.0f} % of max.",
+                fix=POWER_DELIVERY_FIX, evidence=evidence, score=-clock))
+        if "hw_slowdown" in bits and not {"hw_thermal", "hw_power_brake"} & set(bits):
+            margin = _margin(d)
+            thermal = margin is not None and margin <= MARGIN_HOT
+            why = f"heat (margin {margin:.0f} °C)" if thermal else \
+                "power delivery (over-current / Fast Trigger), not heat"
+            out.append(Condition(
+                id="hw.slowdown", severity="critical", device=d.index,
+                title=f"{gpu} HW slowdown: {clocks}; likely {why}",
+                cause=f"{gpu}'s HW slowdown is active with neither the thermal nor the "
+                      "power-brake reason: the hardware cut its clocks by half or more.",
+                fix=THERMAL_FIX if thermal else POWER_DELIVERY_FIX, evidence=evidence,
+                score=-clock))
+    if "sw_thermal" in bits:
+        temp = number(d.temp_gpu)
+        temps = f", GPU {temp:.0f} °C" if temp is not None else ""
+        clocks = f", SM clock {clock:.0f} of {clock_max:.0f} MHz" if clock and clock_max else ""
+        out.append(Condition(
+            id="thermal.sw", severity="warning", device=d.index,
+            title=f"{gpu} thermal slowdown active{temps}{clocks}",
+            cause=f"{gpu}'s SW thermal slowdown is active: the driver lowers its clocks to keep "
+                  "it at or below its max operating temperature.",
+            fix=THERMAL_FIX, evidence={k: v for k, v in (("temp_c", temp), ("clock_mhz", clock))
+                                       if v is not None},
+            for_s=0.0, score=-1000.0))  # the window's figures, where there are some, rank first
     return out
 
 
@@ -125,11 +195,13 @@ def _thermal(window: Sequence[Snapshot], index: int, d: DeviceSample) -> list[Co
     lowest = _lowest_margin(window, index)
     evidence = {k: v for k, v in (("temp_c", temp), ("margin_c", lowest), ("clock_mhz", clock),
                                   ("clock_max_mhz", clock_max)) if v is not None}
-    hw_thermal = _held(window, index, "hw_thermal")
-    brake = _held(window, index, "hw_power_brake")
+    now = last(window, HOLD_S)
+    hw_thermal = _held(now, index, "hw_thermal")
+    brake = _held(now, index, "hw_power_brake")
     out = []
 
-    hot = slowdown is not None and temp is not None and temp >= slowdown
+    hot_now = max(field_values(now, index, "temp_gpu"), default=None)
+    hot = slowdown is not None and hot_now is not None and hot_now >= slowdown
     if hw_thermal > 0 or hot:
         out.append(Condition(
             id="thermal.hw", severity="critical", device=index,
@@ -142,7 +214,7 @@ def _thermal(window: Sequence[Snapshot], index: int, d: DeviceSample) -> list[Co
             title=f"{gpu} HW power brake: {clocks}",
             cause=f"{gpu}'s clocks were cut by the external power brake signal.",
             fix=POWER_DELIVERY_FIX, evidence={**evidence, "hw_power_brake_s": brake}))
-    if hw_thermal == 0 and brake == 0 and _bare_slowdown(window, index):
+    if hw_thermal == 0 and brake == 0 and _bare_slowdown(now, index):
         thermal = margin is not None and margin <= MARGIN_HOT
         why = f"heat (margin {margin:.0f} °C)" if thermal else \
             "power delivery (over-current / Fast Trigger), not heat"
@@ -159,7 +231,10 @@ def _thermal(window: Sequence[Snapshot], index: int, d: DeviceSample) -> list[Co
         evidence["sw_thermal_s"] = sw_s
     evidence["sw_thermal_share"] = sw_share
     at_edge = margin is not None and margin <= MARGIN_HOT
-    if sw_share > SW_SHARE or at_edge:
+    # Active at the newest tick: what one tick says at once (`_moment`) is not held back here.
+    now_on = isinstance(d.throttle, tuple) and "sw_thermal" in d.throttle
+    still = now_on or (reason_share(now, index, "sw_thermal") or 0.0) > 0
+    if (sw_share > SW_SHARE and still) or at_edge:
         limit = number(d.temp_max_operating)
         at = f" ({limit:.0f} °C)" if limit is not None else ""
         if lowest is None:
@@ -173,7 +248,7 @@ def _thermal(window: Sequence[Snapshot], index: int, d: DeviceSample) -> list[Co
             title=f"{gpu} thermal slowdown: {temps}, {clocks}, SW thermal "
                   f"{sw_share * 100:.0f} % of the last minute",
             cause=f"{gpu} {where}: the driver lowers its clocks to hold it there.",
-            fix=THERMAL_FIX, evidence=evidence, for_s=0.0 if at_edge else SW_FOR_S,
+            fix=THERMAL_FIX, evidence=evidence, for_s=0.0 if at_edge or now_on else SW_FOR_S,
             score=sw_share * 100 - (lowest if lowest is not None else 0.0)))
     elif (margin is not None and margin <= MARGIN_NEAR and hw_thermal == 0
           and sw_share == 0):
@@ -263,6 +338,6 @@ def _capped_at(s: Snapshot, index: int) -> float | None:
 
 
 THERMAL = Diagnostic(name="thermal", check=check_thermal, window_s=WINDOW_S, for_s=0.0,
-                     clear_s=WINDOW_S)
+                     clear_s=CLEAR_S, every_s=1.0)
 POWER = Diagnostic(name="power", check=check_power, window_s=POWER_WINDOW_S, for_s=0.0,
                    clear_s=WINDOW_S)

@@ -10,6 +10,7 @@ from gputop.model import DeviceSample, Missing, ProcessSample, Snapshot
 from gputop.safetext import command_line, printable
 
 GIB = 1 << 30
+JOB_WIDTH = 40  # a pod's name can be 253 characters; the table keeps its start
 
 # Reasons worth naming in a table. gpu_idle is not throttling; power capping is normal under load.
 THROTTLE_LABELS = {
@@ -67,11 +68,11 @@ def power_cell(d: DeviceSample) -> str:
 
 def process_row(p: ProcessSample, now: float) -> list[str]:
     user = fmt(p.user, printable)
-    job = p.job.label() if p.job else ""
+    job = _clip(printable(p.job.label()), JOB_WIDTH) if p.job else ""
     cmd = command_line(p.cmdline) if isinstance(p.cmdline, tuple) and p.cmdline else ""
     if not cmd:
         cmd = fmt(p.name, printable)
-    return [str(p.device_index), str(p.pid), user, printable(job), gib(p.gpu_mem) + " GiB",
+    return [str(p.device_index), str(p.pid), user, job, gib(p.gpu_mem) + " GiB",
             pct(p.sm_util), fmt(p.cpu_percent, lambda c: f"{c:.0f}%"),
             str(len(p.children)) if p.children else "", cmd]
 

@@ -1,7 +1,8 @@
 """Findings from the diagnostics engine, most severe first; hidden when there are none.
 
 It takes any objects with `.severity`, `.title` and `.detail`, so it does not depend on the
-engine's classes."""
+engine's classes. In a replay (`times`) each line also says when the finding was shown and when
+its condition began (`.opened`, `.since`), which a recording seen after the fact needs."""
 
 from __future__ import annotations
 
@@ -14,13 +15,22 @@ from textual.widgets import Static
 
 from gputop.ui.text import safe_content
 from gputop.ui.view import styles
+from gputop.ui.view.format import clock_time
 from gputop.ui.view.status import CROSS
 
 _GLYPHS = {"critical": CROSS, "warning": "▲", "info": "●"}
 _RANK = {"critical": 0, "warning": 1, "info": 2}
 
 
-def finding_line(f: Any) -> Content:
+def finding_times(f: Any) -> str:
+    """"shown 10:04:20, began 10:03:10" where the finding says both; else ""."""
+    opened, since = getattr(f, "opened", None), getattr(f, "since", None)
+    if not isinstance(opened, (int, float)) or not isinstance(since, (int, float)):
+        return ""
+    return f"shown {clock_time(opened)}, began {clock_time(since)}"
+
+
+def finding_line(f: Any, *, times: bool = False) -> Content:
     sev = str(getattr(f, "severity", "info")).lower()
     glyph = _GLYPHS.get(sev, "●")
     detail = getattr(f, "detail", "")
@@ -29,6 +39,9 @@ def finding_line(f: Any) -> Content:
         " ",
         safe_content(getattr(f, "title", ""), "bold", max_length=200),
     ]
+    when = finding_times(f) if times else ""
+    if when:
+        parts += [("  ", ""), (when, styles.LABEL)]
     if detail:
         parts += [("  ", ""), safe_content(detail, styles.LABEL, max_length=400)]
     return Content.assemble(*parts)
@@ -63,7 +76,8 @@ class FindingsPanel(Static, can_focus=True):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.findings: list[Any] = []
-        self._shown: tuple[tuple[str, str, str], ...] = ()
+        self.times = False  # a replay: say when each finding was shown and its condition began
+        self._shown: tuple[tuple[str, str, str, str], ...] = ()
         self._top = 0  # the first finding in view
 
     def set_findings(self, findings: Iterable[Any]) -> None:
@@ -71,7 +85,8 @@ class FindingsPanel(Static, can_focus=True):
         costs a comparison, not a layout and a repaint."""
         found = sorted(findings, key=lambda f: _RANK.get(str(getattr(f, "severity", "")), 3))
         key = tuple((str(getattr(f, "severity", "")), str(getattr(f, "title", "")),
-                     str(getattr(f, "detail", ""))) for f in found)
+                     str(getattr(f, "detail", "")), finding_times(f) if self.times else "")
+                    for f in found)
         self.findings = found
         if key == self._shown:
             return
@@ -89,7 +104,8 @@ class FindingsPanel(Static, can_focus=True):
         self._top = max(0, min(self._top, count - MAX_LINES))
         self.border_title = title(count, self._top)
         lines = self.findings[self._top:self._top + MAX_LINES]
-        self.update(Content("\n").join(finding_line(f) for f in lines), layout=layout)
+        self.update(Content("\n").join(finding_line(f, times=self.times) for f in lines),
+                    layout=layout)
 
     def action_scroll_findings(self, step: int) -> None:
         self._top += step

@@ -225,6 +225,8 @@ class DashboardScreen(Screen[None]):
     def _fit_gpus(self) -> None:
         """However many GPUs, the Findings and a few processes stay on screen: the GPUs get
         the rest of the height and scroll (the selection follows the arrow keys)."""
+        if not self.is_mounted:
+            return  # done on the first resize
         rows = self.size.height - 1 - 1 - PROCESS_ROWS  # header, footer
         rows -= self.warnings.rows + self.findings.rows
         rows = max(3, rows)

@@ -17,3 +17,10 @@ def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
     monkeypatch.undo()
     time.tzset()
+
+
+@pytest.fixture(autouse=True)
+def no_user_config(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+                   ) -> None:
+    """A config file in the home of whoever runs the tests must not change what they see."""
+    monkeypatch.setenv("GPUTOP_CONFIG", str(tmp_path_factory.getbasetemp() / "no-config.toml"))

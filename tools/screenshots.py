@@ -38,6 +38,7 @@ class Shot:
     tick: int  # the demo's tick to stop at (1 s each)
     keys: Sequence[str] = ()
     history: int = 90  # ticks played before `tick`, so the history graphs are full
+    theme: str | None = None  # --theme
 
 
 # The demo's story: steady training, the input pipeline starving every GPU (ticks 130-330; the
@@ -50,6 +51,7 @@ SHOTS = (
     Shot("detail-120x40", (120, 40), 500, ("tab", *["right"] * 5, "d")),
     Shot("topology-120x40", (120, 40), 530, ("t",)),
     Shot("starved-workers-120x50", (120, 50), 300, ("s",) * 6 + ("e",)),
+    Shot("dashboard-light-120x40", (120, 40), 515, theme="light"),
 )
 
 
@@ -93,7 +95,8 @@ async def render(shot: Shot, snapshots: list) -> str:  # type: ignore[type-arg]
 
     played = snapshots[max(0, shot.tick - shot.history):shot.tick + 1]
     now = played[-1].time + 0.4
-    app = GputopApp(None, clock=lambda: now, table_interval=0.0, title_suffix=" (demo)")
+    app = GputopApp(None, clock=lambda: now, table_interval=0.0, title_suffix=" (demo)",
+                    theme=shot.theme)
     async with app.run_test(size=shot.size) as pilot:
         for snap in played:
             app.apply_snapshot(snap)

@@ -272,7 +272,7 @@ def test_no_gpu_at_all_names_demo_and_with_amdsmi_rocm_too(
     import gputop.sources.amd
 
     monkeypatch.setattr(gputop.sources.amd, "amd_gpu_present", lambda *a, **k: False)
-    if amdsmi_installed:  # an importable amdsmi package, as `pip install gputop[amd]` leaves
+    if amdsmi_installed:  # an importable amdsmi package, as `pip install gputop-ml[amd]` leaves
         (tmp_path / "amdsmi").mkdir()
         (tmp_path / "amdsmi" / "__init__.py").write_text("")
         monkeypatch.syspath_prepend(str(tmp_path))

@@ -134,11 +134,11 @@ def test_no_kubelet_socket_is_a_warning_not_a_failed_poll(
 def test_without_grpcio_kubernetes_mode_is_one_line(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setitem(sys.modules, "grpc", None)  # import grpc now raises ImportError
-    with pytest.raises(GputopError, match=r"gputop\[k8s\]"):
+    with pytest.raises(GputopError, match=r"gputop-ml\[k8s\]"):
         PodResources("/nonexistent.sock")
     assert main(["serve", "--demo", "--once", "--kubernetes"]) == 1
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "pip install 'gputop[k8s]'" in err
+    assert err.count("\n") == 1 and "pip install 'gputop-ml[k8s]'" in err
     assert "Traceback" not in err
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from gputop.commands.web import DEFAULT_WEB
+
 
 def positive(s: str) -> float:
     try:
@@ -71,3 +73,27 @@ def parse_address(text: str) -> tuple[str, int]:
     if not 0 <= number <= 65535:
         raise argparse.ArgumentTypeError(f"no such port: {number}")
     return host, number
+
+
+def add_display_args(p: argparse.ArgumentParser, what: str) -> None:
+    """The options of every dashboard (the monitor, replay, fleet): colours, mouse, browser."""
+    p.add_argument("--theme", metavar="NAME",
+                   help="colours: dark, light (for a light terminal), or any Textual theme by "
+                        "name (nord, solarized-light, ansi-light, ...)")
+    p.add_argument("--no-mouse", action="store_true", help="do not capture the mouse")
+    p.add_argument("--mouse", action="store_false", dest="no_mouse",
+                   help="capture the mouse (the default, unless the config file says not)")
+    p.add_argument("--ansi", action=argparse.BooleanOptionalAction, default=False,
+                   help="use the terminal's 16 ANSI colours")
+    p.add_argument("--web", nargs="?", const="", default=None, metavar="HOST:PORT",
+                   help=f"show {what} in a browser instead: serve it on HOST:PORT (default "
+                        f"{DEFAULT_WEB[0]}:{DEFAULT_WEB[1]}, loopback; each tab runs its own)")
+
+
+def web_address(parser: argparse.ArgumentParser, text: str) -> tuple[str, int]:
+    if not text:
+        return DEFAULT_WEB
+    try:
+        return parse_address(text)
+    except argparse.ArgumentTypeError as e:
+        parser.error(f"--web: {e}")

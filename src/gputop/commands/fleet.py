@@ -10,7 +10,9 @@ import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from gputop.commands.args import positive
+from gputop.commands import config
+from gputop.commands.args import add_display_args, positive, web_address
+from gputop.commands.web import in_browser, serve
 from gputop.fleet.model import Fleet, FleetView, Node
 from gputop.fleet.promql import DEFAULT_TIMEOUT, Prometheus
 from gputop.safetext import printable
@@ -33,17 +35,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"seconds to wait for each answer (default {DEFAULT_TIMEOUT:g})")
     p.add_argument("--once", action="store_true", help="print the fleet as a table and exit")
     p.add_argument("--json", action="store_true", help="print the fleet as JSON and exit")
-    p.add_argument("--no-mouse", action="store_true", help="do not capture the mouse")
-    p.add_argument("--ansi", action="store_true", help="use the terminal's 16 ANSI colours")
+    add_display_args(p, "the fleet dashboard")
     return p
 
 
 def main(argv: Sequence[str]) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    config.apply(parser, config.load(), config.DISPLAY_KEYS)
+    args = parser.parse_args(argv)
+    if args.web is not None and not in_browser():
+        return serve(["fleet", *argv], web_address(parser, args.web), "gputop fleet",
+                     sys.stderr)
     fleet = Fleet(Prometheus(args.prometheus, timeout=args.timeout),
                   scrape_interval=args.scrape_interval)
     view = fleet.open()  # a bad URL or a server that is not Prometheus ends here, in one line
-    if args.once or args.json or not (sys.stdout.isatty() and sys.stdin.isatty()):
+    if args.once or args.json or not ((sys.stdout.isatty() and sys.stdin.isatty())
+                                      or in_browser()):
         if args.json:
             json.dump(view_to_dict(view, fleet.url), sys.stdout, indent=2, ensure_ascii=False)
             sys.stdout.write("\n")
@@ -53,7 +60,7 @@ def main(argv: Sequence[str]) -> int:
     from gputop.ui.fleet import FleetApp
 
     FleetApp(fleet, view=view, interval=args.interval, mouse=not args.no_mouse,
-             ansi=args.ansi).run()
+             ansi=args.ansi, theme=args.theme).run()
     return 0
 
 

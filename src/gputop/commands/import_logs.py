@@ -15,7 +15,7 @@ from gputop.report.summary import SummaryKeeper
 from gputop.safetext import printable
 
 
-def main(argv: Sequence[str]) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="gputop import",
         description=f"Turn GPU logs into a recording. Reads {accepted()} outputs; the kind of "
@@ -33,7 +33,11 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--query-gpu", metavar="FIELDS",
                    help="the --query-gpu list of a CSV log written with `noheader`")
     p.add_argument("--topo", help="an `nvidia-smi topo -m` output to attach")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: Sequence[str]) -> int:
+    args = build_parser().parse_args(argv)
     topo = None
     if args.topo:
         try:

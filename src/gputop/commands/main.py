@@ -9,23 +9,18 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib import import_module
 
-from gputop.commands import monitor
+from gputop.commands import COMMANDS, monitor
 from gputop.errors import GputopError
 
 EXIT_INTERRUPTED = 130
-COMMANDS = {
-    "replay": "gputop.commands.replay",
-    "report": "gputop.commands.report",
-    "import": "gputop.commands.import_logs",
-    "plan": "gputop.commands.plan",
-    "serve": "gputop.commands.serve",
-    "fleet": "gputop.commands.fleet",
-    "export": "gputop.commands.export",
-}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (gputop --completion)
+        from gputop.commands.complete import complete
+
+        complete(monitor.build_parser())
     try:
         if argv and not argv[0].startswith("-"):
             command = COMMANDS.get(argv[0])

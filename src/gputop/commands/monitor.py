@@ -15,10 +15,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from gputop import __version__
-from gputop.commands.args import device_list, positive, size
+from gputop.commands import config
+from gputop.commands.args import add_display_args, device_list, positive, size, web_address
+from gputop.commands.complete import SHELLS, completion_script, manpage
+from gputop.commands.web import in_browser, serve
 from gputop.errors import GputopError, RecordingError
 from gputop.feeds.live import live_poller
 from gputop.safetext import encodable_tree, printable
+from gputop.ui.view.status import use_thresholds
 
 # Imported where they are used: `--once` needs neither the diagnostics, nor asyncio, nor the
 # recording, and the dashboard loads them in a thread while Textual loads.
@@ -60,9 +64,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop after N snapshots (headless recording)")
     p.add_argument("--demo", action="store_true",
                    help="play the bundled recording of an 8-GPU training node (no GPU needed)")
-    p.add_argument("--readonly", action="store_true", help="never offer to kill a process")
-    p.add_argument("--no-mouse", action="store_true", help="do not capture the mouse")
-    p.add_argument("--ansi", action="store_true", help="use the terminal's 16 ANSI colours")
+    p.add_argument("--readonly", action=argparse.BooleanOptionalAction, default=False,
+                   help="never offer to kill a process")
+    p.add_argument("--layout", choices=config.LAYOUTS, default="auto",
+                   help="the GPUs as one line each (compact) or as cards (default: auto, by "
+                        "the terminal's size; v changes it)")
+    add_display_args(p, "the dashboard")
+    p.add_argument("--print-config", action="store_true",
+                   help="print the settings in force (the config file, then these flags) and "
+                        f"exit; the file: {config.config_path()}")
+    p.add_argument("--completion", choices=SHELLS, metavar="SHELL",
+                   help="print the shell completion script for bash, zsh or fish and exit")
+    p.add_argument("--man", action="store_true", help="print the man page (roff) and exit")
     return p
 
 
@@ -284,7 +297,8 @@ def run_dashboard(args: argparse.Namespace) -> int:
     try:
         # The demo's processes exist only in the recording: nothing to kill.
         app = GputopApp(diagnosed, interval=args.interval, readonly=args.readonly or args.demo,
-                        mouse=not args.no_mouse, ansi=args.ansi,
+                        mouse=not args.no_mouse, ansi=args.ansi, theme=args.theme,
+                        layout=None if args.layout == "auto" else args.layout,
                         title_suffix=" (demo recording)" if args.demo else "")
         diagnosed.listener = app.set_findings
         app.run(mouse=not args.no_mouse)
@@ -309,14 +323,27 @@ def _close_recording(writer: Any, failed: RecordingError | None) -> RecordingErr
 def main(argv: list[str]) -> int:
     """`gputop [options]`: the dashboard, one snapshot (--once), or a recording (--record)."""
     parser = build_parser()
+    config.apply(parser, settings := config.load())
     args = parser.parse_args(argv)
+    if args.print_config:
+        sys.stdout.write(config.render(args, settings))
+        return 0
+    if args.completion:
+        sys.stdout.write(completion_script(args.completion))
+        return 0
+    if args.man:
+        sys.stdout.write(manpage(build_parser()))
+        return 0
+    if args.web is not None and not in_browser():
+        return serve(argv, web_address(parser, args.web), "gputop", sys.stderr)
+    use_thresholds(settings.thresholds)
     if args.json and not args.once and sys.stdout.isatty():
         parser.error("--json needs --once (or a pipe)")
     if args.record_max_size is not None and not args.record:
         parser.error("--record-max-size needs --record")
     if args.record_keep is not None and (args.record_max_size is None or args.record_keep < 1):
         parser.error("--record-keep needs --record-max-size and a count of at least 1")
-    tty = sys.stdout.isatty() and sys.stdin.isatty()
+    tty = (sys.stdout.isatty() and sys.stdin.isatty()) or in_browser()
     if args.record and (args.headless or not tty):
         return run_record_headless(args, sys.stderr)
     if args.once or args.json or not tty:

@@ -8,15 +8,18 @@ import json
 import sys
 from collections.abc import Sequence
 
-from gputop.commands.args import positive
+from gputop.commands import config
+from gputop.commands.args import add_display_args, positive, web_address
+from gputop.commands.web import in_browser, serve
 from gputop.errors import RecordingError
 from gputop.recording.series_index import SeriesIndex, last_readable
 from gputop.replay.control import ReplayFeed
 from gputop.safetext import encodable_tree
+from gputop.ui.view.status import use_thresholds
 from gputop.ui.view.table import render
 
 
-def main(argv: Sequence[str]) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gputop replay",
                                 description="Play a recording in the dashboard; of a recording "
                                             "in segments, all its files as one run.")
@@ -31,16 +34,25 @@ def main(argv: Sequence[str]) -> int:
                    help="the recording is still being written: start at its newest tick and "
                         "show new ticks as they are appended")
     p.add_argument("--paused", action="store_true", help="start paused (space plays)")
-    p.add_argument("--no-mouse", action="store_true", help="do not capture the mouse")
-    p.add_argument("--ansi", action="store_true", help="use the terminal's 16 ANSI colours")
-    args = p.parse_args(argv)
+    add_display_args(p, "the replay")
+    return p
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = build_parser()
+    config.apply(parser, settings := config.load(), config.DISPLAY_KEYS)
+    args = parser.parse_args(argv)
+    if args.web is not None and not in_browser():
+        return serve(["replay", *argv], web_address(parser, args.web), "gputop replay",
+                     sys.stderr)
+    use_thresholds(settings.thresholds)
     index = SeriesIndex(args.files[0] if len(args.files) == 1 else args.files,
                         follow=args.follow)
     if index.ticks == 0 and not args.follow:
         index.close()
         raise RecordingError(f"{index.path}: the recording holds no snapshots",
                              hint=index.warning or "")
-    if args.once or args.json or not sys.stdout.isatty():
+    if args.once or args.json or not (sys.stdout.isatty() or in_browser()):
         try:
             if index.ticks == 0:
                 raise RecordingError(f"{index.path}: the recording holds no snapshots yet")
@@ -62,7 +74,8 @@ def main(argv: Sequence[str]) -> int:
     name = name if len(name) <= 24 else name[:23] + "…"
     try:
         app = GputopApp(feed, interval=args.interval, readonly=True, mouse=not args.no_mouse,
-                        ansi=args.ansi, title_suffix=f"  {name}", replay=feed)
+                        ansi=args.ansi, theme=args.theme, title_suffix=f"  {name}",
+                        replay=feed)
         app.run(mouse=not args.no_mouse)
     finally:
         feed.close()

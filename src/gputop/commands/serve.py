@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "hostname (dcgm-exporter's later releases)")
     p.add_argument("--kubernetes", action="store_true",
                    help="add pod, namespace and container labels to each GPU's series, from the "
-                        "kubelet's pod-resources socket (needs gputop[k8s])")
+                        "kubelet's pod-resources socket (needs gputop-ml[k8s])")
     p.add_argument("--pod-resources-socket", default=None, metavar="PATH",
                    help=f"the kubelet's pod-resources socket (default {DEFAULT_SOCKET}); "
                         "implies --kubernetes")

@@ -236,7 +236,7 @@ class _Shape:
     def __init__(self, cls: type) -> None:
         hints = typing.get_type_hints(cls)
         strict = _IDENTITY.get(cls, ())
-        fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+        fields = dataclasses.fields(cls)
         self.fields = {f.name: _kind(hints[f.name], f.name in strict) for f in fields}
         self.required = tuple(f.name for f in fields if f.default is dataclasses.MISSING
                               and f.default_factory is dataclasses.MISSING)

@@ -147,7 +147,7 @@ def import_amdsmi() -> Any:
         except Exception as e:
             raise BackendUnavailable(
                 "an AMD GPU is present but the amdsmi library cannot be loaded",
-                hint="install ROCm's amd-smi-lib and `pip install gputop[amd]` at the same "
+                hint="install ROCm's amd-smi-lib and `pip install gputop-ml[amd]` at the same "
                      "version") from e
 
 

@@ -4,7 +4,7 @@ it: one `List` call on the kubelet's unix socket, and of its answer the devices 
 UUID (the default), its MIG device's UUID, or its index; `::N` after a UUID is a time-sliced
 replica of that GPU.
 
-grpcio and protobuf come with the `k8s` extra (`pip install 'gputop[k8s]'`); without them
+grpcio and protobuf come with the `k8s` extra (`pip install 'gputop-ml[k8s]'`); without them
 `PodResources` says so in one line. The rest of this module needs neither.
 """
 
@@ -75,7 +75,7 @@ class PodResources:
             from gputop.sources.podresources_v1 import api_pb2, api_pb2_grpc
         except ImportError as e:
             raise GputopError(f"pod labels need grpcio and protobuf ({e})",
-                              hint="pip install 'gputop[k8s]'") from None
+                              hint="pip install 'gputop-ml[k8s]'") from None
         self.socket = socket
         self.timeout = timeout
         self.resources = tuple(resources)

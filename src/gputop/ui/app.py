@@ -26,6 +26,7 @@ from gputop.ui import textual_private
 from gputop.ui.messages import DetailRequested, KillRequested, Say, TopologyRequested
 from gputop.ui.screens.dashboard import APP_ACTIONS, DashboardScreen
 from gputop.ui.text import sanitize
+from gputop.ui.theme import apply_theme
 from gputop.ui.view.history import GpuHistory
 from gputop.ui.view.keys import APP_KEYS, REPLAY_KEYS, Key
 from gputop.ui.view.kill import KillPolicy, Terminator
@@ -56,23 +57,26 @@ class GputopApp(App[None]):
     TITLE = "gputop"
     ENABLE_COMMAND_PALETTE = False
     BINDINGS = [
+        # Ctrl-C quits, as in htop and nvitop (Textual's default only says to press Ctrl-Q).
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
         *(Binding(k.keys, k.action, k.description, show=k.show)
           for k in APP_KEYS if k.action in APP_ACTIONS),
         *(_replay_binding(k) for k in REPLAY_KEYS),
     ]
 
     def __init__(self, feed: Feed | None, *, interval: float = 1.0, readonly: bool = False,
-                 mouse: bool = True, ansi: bool = False, title_suffix: str = "",
+                 mouse: bool = True, ansi: bool = False, theme: str | None = None,
+                 layout: str | None = None, title_suffix: str = "",
                  clock: Callable[[], float] = time.time, table_interval: float = 2.0,
                  kill_policy: KillPolicy | None = None,
                  terminator: Terminator | None = None, replay: ReplayFeed | None = None) -> None:
-        """`replay`: the feed of `gputop replay`, whose keys then work (it is also `feed`)."""
+        """`replay`: the feed of `gputop replay`, whose keys then work (it is also `feed`).
+        `theme`: a theme name or alias (ui/theme.py); `layout`: compact or cards (None: auto)."""
         # ansi_color must be known at construction: it picks the NO_COLOR filter that keeps the
         # terminal's own 16 colours (instead of a greyscale conversion of RGB).
         super().__init__(ansi_color=True if ansi else None)
         textual_private.install()  # a repaint sends the cells that changed, not whole lines
-        if ansi:
-            self.theme = "ansi-dark"
+        apply_theme(self, theme, ansi)
         if "TEXTUAL_ANIMATIONS" not in os.environ:
             self.animation_level = "none"  # nothing here needs animating, least of all over SSH
         self.feed = feed
@@ -99,6 +103,7 @@ class GputopApp(App[None]):
                                 table_interval=table_interval, histories=self.histories,
                                 position=replay.status if replay else None,
                                 readonly=self.kill_policy.readonly)
+        self.dashboard.layout_override = layout
         self.dashboard.findings.times = replay is not None
 
     def get_default_screen(self) -> DashboardScreen:

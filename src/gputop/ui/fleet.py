@@ -25,9 +25,12 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from gputop.fleet.model import DOWN, GONE, STALE, FleetView, Gpu, Node, NodeKey
+from gputop.ui.screens.help import HelpScreen, fleet_help_content
 from gputop.ui.text import safe_content, sanitize
+from gputop.ui.theme import apply_theme
 from gputop.ui.view import format as fmt
 from gputop.ui.view import styles
+from gputop.ui.view.keys import FLEET_KEYS
 from gputop.ui.view.status import CROSS, THROTTLE_BADGES
 from gputop.ui.widgets.findings_panel import FindingsPanel
 
@@ -347,14 +350,17 @@ def node_header(node: Node, view: FleetView) -> Content:
 class FleetApp(App[None]):
     TITLE = "gputop fleet"
     ENABLE_COMMAND_PALETTE = False
-    BINDINGS = [Binding("q", "quit", "Quit")]
+    BINDINGS = [
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
+        *(Binding(k.keys, k.action or "", k.description, show=k.show)
+          for k in FLEET_KEYS if k.action != "refresh_now"),
+    ]
 
     def __init__(self, fleet: FleetSource | None, *, view: FleetView | None = None,
                  url: str = "", interval: float = 5.0, mouse: bool = True,
-                 ansi: bool = False) -> None:
+                 ansi: bool = False, theme: str | None = None) -> None:
         super().__init__(ansi_color=True if ansi else None)
-        if ansi:
-            self.theme = "ansi-dark"
+        apply_theme(self, theme, ansi)
         if "TEXTUAL_ANIMATIONS" not in os.environ:
             self.animation_level = "none"
         self.fleet = fleet
@@ -409,3 +415,7 @@ class FleetApp(App[None]):
 
     def action_refresh_now(self) -> None:
         self._wake.set()
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen(content=fleet_help_content(), title="gputop fleet help"))

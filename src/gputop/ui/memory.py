@@ -17,7 +17,7 @@ from gputop.model.memory_split import MemorySplit, ProcessMemory
 from gputop.ui import bars
 from gputop.ui.view import format as fmt
 from gputop.ui.view import styles
-from gputop.ui.view.status import fraction
+from gputop.ui.view.status import fraction, thresholds
 
 ALLOC, CACHE, NON_PYTORCH, OTHER = "█", "▓", "░", "▞"
 GLYPHS = (ALLOC, CACHE, NON_PYTORCH, OTHER)
@@ -74,7 +74,7 @@ def bar_parts(d: DeviceSample, width: int, split: MemorySplit | None) -> list[ba
     four parts; the warning colour when nearly full."""
     used = fraction(d.mem_used, d.mem_total)
     reserved = fraction(d.mem_reserved, d.mem_total)
-    base = bars.level_style(used, styles.MEMORY)
+    base = bars.level_style(used, styles.MEMORY, warn_at=thresholds().memory_warn / 100)
     if split is not None:
         return split_parts(split, width, reserved, base)
     return bars.memory_parts(used, reserved, width, base)

@@ -13,7 +13,24 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from gputop.ui.view import styles
-from gputop.ui.view.keys import APP_KEYS, LEGEND, OTHER_KEYS, REPLAY_KEYS
+from gputop.ui.view.keys import (
+    APP_KEYS,
+    FLEET_KEYS,
+    FLEET_OTHER_KEYS,
+    LEGEND,
+    OTHER_KEYS,
+    REPLAY_KEYS,
+)
+
+
+def key_lines(title: str, rows: list[tuple[str, str]], width: int) -> list[Content]:
+    return [Content(title).stylize("bold $accent"),
+            *(Content.assemble((k.ljust(width), "bold"), (h, "")) for k, h in rows)]
+
+
+def fleet_help_content() -> Content:
+    rows = [(k.display or k.keys, k.help) for k in FLEET_KEYS] + list(FLEET_OTHER_KEYS)
+    return Content("\n").join(key_lines("Keys", rows, max(len(k) for k, _ in rows) + 2))
 
 
 def help_content(replay: bool = False, width: int | None = None) -> Content:
@@ -66,17 +83,24 @@ class HelpScreen(ModalScreen[None]):
         Binding("q", "app.quit", "Quit", show=False),  # a dialog hides the app's own keys
     ]
 
-    def __init__(self, *, replay: bool = False) -> None:
+    def __init__(self, *, replay: bool = False, content: Content | None = None,
+                 title: str = "gputop help") -> None:
+        """`content`: what to show instead of the dashboard's keys (the fleet's)."""
         super().__init__()
         self.replay = replay
+        self.content = content
+        self.title_text = title
 
     def compose(self) -> ComposeResult:
         box = VerticalScroll()
-        box.border_title = "gputop help"
+        box.border_title = self.title_text
         with box:
-            yield Static(help_content(self.replay), id="help-text")
+            yield Static(self.content if self.content is not None
+                         else help_content(self.replay), id="help-text")
 
     def on_resize(self, event: Resize) -> None:
+        if self.content is not None:
+            return
         # The box's border and padding, and the scrollbar it shows when the text is taller.
         room = event.size.width - 4 - 2
         self.query_one("#help-text", Static).update(help_content(self.replay, room))

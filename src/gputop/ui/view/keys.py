@@ -79,3 +79,17 @@ LEGEND: tuple[tuple[str, str], ...] = (
     (f"{CROSS} LOST", "the GPU fell off the bus"),
     ("n/s, no perm, …", "not supported, needs privileges, not sampled yet"),
 )
+
+# `gputop fleet`: its own keys, for its footer and its help screen.
+FLEET_KEYS: tuple[Key, ...] = (
+    Key("q", "quit", "Quit", "quit (also Ctrl-C)", show=True),
+    Key("question_mark", "help", "Help", "this help", show=True, display="?"),
+    Key("r", "refresh_now", "Refresh now", "ask Prometheus again now", show=True),
+)
+
+FLEET_OTHER_KEYS: tuple[tuple[str, str], ...] = (
+    ("↑ ↓", "select a node or a GPU"),
+    ("Enter", "on a node: its GPUs and Findings"),
+    ("Esc", "back to the fleet; close this help"),
+    ("click", "select; click a header to sort"),
+)

@@ -35,7 +35,36 @@ THROTTLE_BADGES: dict[str, tuple[str, str]] = {
 
 HOT_MARGIN = 3.0  # °C to slowdown: about to throttle
 WARM_MARGIN = 10.0  # °C to slowdown: approaching
+MEMORY_WARN = 95.0  # % of memory in use: the bar turns to the warning colour
 BUSY_UTIL = 50.0  # PCIe links downshift when idle; judge the link only under load
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """Where the colours change: the defaults above, or what the config file says."""
+
+    memory_warn: float = MEMORY_WARN
+    temp_warm: float = WARM_MARGIN
+    temp_hot: float = HOT_MARGIN
+
+    def __post_init__(self) -> None:
+        if not 0 < self.memory_warn <= 100:
+            raise ValueError("memory_warn is a percentage, above 0 and at most 100")
+        if self.temp_hot > self.temp_warm:
+            raise ValueError("temp_hot must not be above temp_warm (both °C below slowdown)")
+
+
+# The thresholds in force: set once at start from the config file (`use_thresholds`).
+_thresholds = Thresholds()
+
+
+def use_thresholds(thresholds: Thresholds) -> None:
+    global _thresholds
+    _thresholds = thresholds
+
+
+def thresholds() -> Thresholds:
+    return _thresholds
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,9 +89,9 @@ def badges(d: DeviceSample) -> list[Badge]:
             out.append(Badge(text, severity))
     margin = value(d.temp_margin)
     if margin is not None:
-        if margin <= HOT_MARGIN:
+        if margin <= _thresholds.temp_hot:
             out.append(Badge("▲ HOT", CRITICAL))
-        elif margin <= WARM_MARGIN:
+        elif margin <= _thresholds.temp_warm:
             out.append(Badge("▲ WARM", WARNING))
     if value(d.ecc_uncorrected, 0) > 0:
         out.append(Badge(f"{CROSS} ECC", CRITICAL))

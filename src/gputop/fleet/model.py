@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from gputop.fleet.promql import Answer, Prometheus, PrometheusError, Sample
+from gputop.model.reasons import REASON_BITS  # DCGM passes NVML's clocks-event bits on
 
 # dcgm-exporter's names (units: %, MiB, °C, W, MHz, NVML's clocks-event bitmask).
 METRICS = {
@@ -72,19 +73,6 @@ TARGETS_EVERY_S = 60.0  # how often to re-read scrape intervals when an unknown 
 # DCGM reports "no value" as huge sentinels (int64 0x7ffffffffffffff0 and up, fp64 2**47 and up).
 DCGM_BLANK = float(2**47)
 MiB = 1 << 20
-
-# NVML's clocks-event (throttle) reason bits, which DCGM passes on; names from gputop.model.
-THROTTLE_BITS = {
-    0x001: "gpu_idle",
-    0x002: "app_clocks",
-    0x004: "sw_power_cap",
-    0x008: "hw_slowdown",
-    0x010: "sync_boost",
-    0x020: "sw_thermal",
-    0x040: "hw_thermal",
-    0x080: "hw_power_brake",
-    0x100: "display_clocks",
-}
 
 # What a Finding's id means (the exporter sends ids, not titles: a title carries numbers that
 # change while the Finding lasts). Ids from gputop.diagnose.rules; others are shown as they are.
@@ -275,7 +263,7 @@ def throttle_reasons(mask: float | None) -> tuple[str, ...] | None:
     if mask is None:
         return None
     bits = int(mask)
-    return tuple(name for bit, name in THROTTLE_BITS.items() if bits & bit)
+    return tuple(name for bit, name in REASON_BITS.items() if bits & bit)
 
 
 def _gpu(gid: str, labels: Mapping[str, str], series: Mapping[str, Mapping[str, float | None]],

@@ -2,9 +2,11 @@
 
 GPU sources report PIDs and GPU-side numbers only. `HostSource.enrich` adds the user, command line,
 CPU and memory of each process, its DataLoader workers (descendants with no GPU context) and the
-container, pod or Slurm job it runs in. psutil gives the per-process facts; `proc_root` gives what
-psutil does not: cgroup, environ, PSI, and the parent map (one scan per tick, because psutil's
-`children()` scans all of /proc on every call).
+container, pod or Slurm job it runs in. psutil gives the facts read once in a process's life (user,
+name, command line, start time); `proc_root` gives the rest: the CPU and resident memory of each
+process and worker from the /proc/PID/stat that the parent map is built of (one read a tick each,
+where psutil would read two files and ask the CPU count), the node's CPU times and memory (one
+read of /proc/stat and of /proc/meminfo), cgroup, environ and PSI.
 
 NVML reports host PIDs. A PID that does not exist in our PID namespace (gputop in a container) is
 kept, with its host facts marked Missing("not_visible"), never dropped.
@@ -16,6 +18,7 @@ A process that runs `gputop.probe` publishes its allocator and training-loop num
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import os
@@ -57,6 +60,9 @@ SCAN_EVERY_S = 5.0
 # tick read hundreds of /proc entries; DataLoaders have a few dozen workers at most.
 MAX_CHILDREN = 128
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")  # the unit of CPU times in /proc
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
 _HIDDEN_FIELDS: dict[str, Any] = {
     f: NOT_VISIBLE for f in ("user", "name", "cmdline", "cpu_percent", "rss", "create_time")
 }
@@ -70,7 +76,7 @@ class HostSource:
         self._proc_root = proc_root
         self._ps = psutil_module if psutil_module is not None else psutil
         self._hostname = encodable(socket.gethostname())
-        self._last_cpu: list[Any] | None = None
+        self._last_cpu: list[CpuTimes] | None = None
         self._psi_unsupported: set[str] = set()
         self._tick = 0
         self._tracked: dict[tuple[int, int], _Tracked] = {}  # by (pid, start time)
@@ -87,52 +93,62 @@ class HostSource:
         """The node now; CPU figures are for the time since the previous call."""
         ps = self._ps
         per_core, total, iowait = self._cpu_since_last_call()
-        vm = ps.virtual_memory()
+        mem = self._memory()
         return HostSample(
             hostname=self._hostname,
             cpu_count=ps.cpu_count() or len(per_core),
             cpu_percent=total,
             cpu_percent_per_core=per_core,
             iowait_percent=iowait,
-            load_avg=_call(ps.getloadavg),
-            mem_total=vm.total,
-            mem_used=vm.used,
-            mem_available=vm.available,
-            swap_used=_call(self._swap_used),
+            load_avg=_call(os.getloadavg),
+            mem_total=mem["total"],
+            mem_used=mem["used"],
+            mem_available=mem["available"],
+            swap_used=mem["swap_used"],
             psi_cpu_some=self._psi("cpu"),
             psi_io_some=self._psi("io"),
             psi_mem_some=self._psi("memory"),
         )
 
-    def _swap_used(self) -> int:
-        """SwapTotal - SwapFree of /proc/meminfo, as psutil.swap_memory().used, without the
-        read of /proc/vmstat it also does (for figures not shown): the larger part of a tick's
-        host cost."""
+    def _memory(self) -> dict[str, Val[int]]:
+        """Total, used and available memory and swap used, from one read of /proc/meminfo.
+        Available is the kernel's MemAvailable and used is total - available, as psutil 7 and
+        `free` count them; swap used is SwapTotal - SwapFree. A kernel without MemAvailable
+        (before 3.14) or one that answers 0 for it gets psutil's estimate."""
         try:
             with open(f"{self._proc_root}/meminfo", "rb") as f:
-                found = dict(line.split()[:2] for line in f if line.startswith(b"Swap"))
-            return (int(found[b"SwapTotal:"]) - int(found[b"SwapFree:"])) * 1024
-        except (OSError, KeyError, ValueError):
-            return int(self._ps.swap_memory().used)
+                kib = {}
+                for line in f:
+                    name, value = line.split()[:2]
+                    kib[name] = int(value)
+        except (OSError, ValueError) as e:
+            why = Missing("error", detail=f"meminfo: {e}")
+            return dict.fromkeys(("total", "used", "available", "swap_used"), why)
+        total = kib.get(b"MemTotal:", 0) * 1024
+        avail = kib.get(b"MemAvailable:", 0) * 1024
+        if not 0 < avail <= total:
+            vm = self._ps.virtual_memory()
+            total, avail = vm.total, vm.available
+        swap: Val[int] = Missing("unsupported")
+        if b"SwapTotal:" in kib and b"SwapFree:" in kib:
+            swap = (kib[b"SwapTotal:"] - kib[b"SwapFree:"]) * 1024
+        return {"total": total, "used": total - avail, "available": avail, "swap_used": swap}
 
     def _cpu_since_last_call(self) -> tuple[tuple[float, ...], Val[float], Val[float]]:
-        """Busy % per core and in total, and iowait %, since the previous call.
-
-        Computed from psutil.cpu_times rather than psutil.cpu_percent(interval=None): psutil keeps
-        that one's previous sample per thread, and the poller runs each tick on whichever thread
-        of asyncio's pool is free, so "since the last call" would silently mean something else.
-        """
-        times = list(self._ps.cpu_times(percpu=True))
+        """Busy % per core and in total, and iowait %, since the previous call, from the per-CPU
+        lines of /proc/stat counted as psutil counts them (guest time is inside user time)."""
+        times = read_cpu_times(self._proc_root)
         last, self._last_cpu = self._last_cpu, times
-        if last is None or len(last) != len(times):  # first call, or a CPU went on/offline
+        if last is None or not times or len(last) != len(times):
+            # first call, or a CPU went on/offline, or no /proc/stat
             return (), PENDING, PENDING
         pairs = list(zip(last, times, strict=True))
         per_core = tuple(_busy_percent(a, b) for a, b in pairs)
-        elapsed = sum(_cpu_total(b) - _cpu_total(a) for a, b in pairs)
+        elapsed = sum(b.total - a.total for a, b in pairs)
         if elapsed <= 0:
             return per_core, PENDING, PENDING
-        busy = sum(_cpu_busy(b) - _cpu_busy(a) for a, b in pairs)
-        waited = sum(_iowait(b) - _iowait(a) for a, b in pairs)
+        busy = sum(b.busy - a.busy for a, b in pairs)
+        waited = sum(b.iowait - a.iowait for a, b in pairs)
         return per_core, _percent(busy, elapsed), _percent(waited, elapsed)
 
     def _psi(self, resource: str) -> Val[float]:
@@ -184,16 +200,20 @@ class HostSource:
             follow = set(gpu_pids)
             for pid in gpu_pids:
                 follow.update(descendants(pid, tree, stop_at=frozenset()))
+            moved = False  # whether the parent map changed (a row's CPU time always does)
             for pid in follow:
                 row = read_proc_row(self._proc_root, pid)
                 if row is None:
                     del table[pid]
+                    moved = True
                 elif row.start != old[pid].start:
                     break  # a PID reused since the scan
                 else:
+                    was = old[pid]
+                    moved = moved or row.ppid != was.ppid or row.zombie != was.zombie
                     table[pid] = row
             else:
-                if table != old:
+                if moved:
                     tree = children_map(table)
                 self._table, self._tree = table, tree
                 return table, tree
@@ -207,13 +227,14 @@ class HostSource:
             t = self._track(pid, tick)
             if t is None:
                 return _HIDDEN_FIELDS
-            proc = t.proc
-            with proc.oneshot():
-                facts = t.facts or self._read_facts(t)
-                cpu = self._guard(lambda: self._cpu_percent(t, tick.now))
-                rss = self._guard(lambda: proc.memory_info().rss)
+            if t.facts is None:
+                with t.proc.oneshot():
+                    self._read_facts(t)
         except self._ps.NoSuchProcess:  # exited between the GPU poll and now
             return _HIDDEN_FIELDS
+        facts = t.facts
+        assert facts is not None
+        row = tick.table[pid]
         if type(facts.uid) is int:
             tick.uids[pid] = facts.uid
         return {
@@ -221,8 +242,8 @@ class HostSource:
             "name": facts.name,
             "cmdline": facts.cmdline,
             "create_time": facts.create_time,
-            "cpu_percent": cpu,
-            "rss": rss,
+            "cpu_percent": self._cpu_percent(t, row, tick.now),
+            "rss": row.rss * PAGE_SIZE if row.readable else NO_PERMISSION,
             "job": facts.job,
             "children": self._children(pid, tick),
         }
@@ -279,18 +300,27 @@ class HostSource:
         self.probe_notes = notes
         return {pid: probe_stats(s) for pid, s in samples.items()}
 
-    def _cpu_percent(self, t: _Tracked, now: float) -> float:
-        """% of one core since the previous tick. On first sight there is no previous sample, so
-        report the lifetime average (what `ps` shows) rather than psutil's meaningless 0.0."""
-        since_last = t.proc.cpu_percent(interval=None)
-        if t.primed:
-            return float(since_last)
-        t.primed = True
-        age = now - t.proc.create_time()
-        if age <= 0:
+    def _cpu_percent(self, t: _Tracked, row: ProcRow, now: float) -> Val[float]:
+        """% of one core since the previous tick, from this tick's /proc/PID/stat, as psutil's
+        cpu_percent() counts it. On first sight there is no previous sample, so report the
+        lifetime average (what `ps` shows) rather than psutil's meaningless 0.0."""
+        if not row.readable:
+            return NO_PERMISSION
+        last, t.cpu = t.cpu, (row.cpu, now)
+        if last is not None:
+            elapsed = now - last[1]
+            if elapsed <= 0:
+                return 0.0
+            return round(100.0 * (row.cpu - last[0]) / CLOCK_TICKS / elapsed, 1)
+        created: Any = None
+        if t.facts is not None:
+            created = t.facts.create_time
+        else:
+            with contextlib.suppress(self._ps.Error):
+                created = t.proc.create_time()
+        if not isinstance(created, float) or now <= created:
             return 0.0
-        ct = t.proc.cpu_times()
-        return float(100.0 * (ct.user + ct.system) / age)
+        return float(100.0 * row.cpu / CLOCK_TICKS / (now - created))
 
     def _children(self, pid: int, tick: _Tick) -> tuple[ChildProcess, ...]:
         found = (self._child(c, tick) for c in descendants(pid, tick.tree, stop_at=tick.gpu_pids))
@@ -298,17 +328,20 @@ class HostSource:
 
     def _child(self, pid: int, tick: _Tick) -> ChildProcess | None:
         ps = self._ps
+        row = tick.table[pid]
+        if not row.readable:
+            return None  # not ours to read: not a worker to report
         try:
             t = self._track(pid, tick)
             if t is None:
                 return None
-            with t.proc.oneshot():
-                if not t.child_name:
-                    t.child_name = encodable(t.proc.name())
-                cpu = self._cpu_percent(t, tick.now)
-                return ChildProcess(pid, t.child_name, cpu, t.proc.memory_info().rss)
+            if not t.child_name:
+                t.child_name = encodable(t.proc.name())
         except (ps.NoSuchProcess, ps.AccessDenied):
             return None  # exited, died (zombie) or not ours to read: not a worker to report
+        cpu = self._cpu_percent(t, row, tick.now)
+        return ChildProcess(pid, t.child_name, cpu if isinstance(cpu, float) else 0.0,
+                            row.rss * PAGE_SIZE)
 
     def _guard(self, read: Callable[[], T]) -> Val[T]:
         """One attribute: a permission problem costs that field only. NoSuchProcess (the whole
@@ -329,7 +362,7 @@ class _Tracked:
 
     proc: Any  # psutil.Process
     seen: int = 0  # the last tick that saw it
-    primed: bool = False  # cpu_percent has a previous sample
+    cpu: tuple[int, float] | None = None  # CPU clock ticks at the previous tick, and its time
     facts: _Facts | None = None  # for GPU processes
     child_name: str = ""  # for workers
 
@@ -380,28 +413,48 @@ def probe_stats(s: ProbeSample) -> ProbeStats:
 # CPU accounting, as psutil does it on Linux
 
 
-def _cpu_total(t: Any) -> float:
-    # guest time is already counted in user and nice
-    return float(sum(t)) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
+@dataclass(frozen=True, slots=True)
+class CpuTimes:
+    """One CPU's line of /proc/stat, in clock ticks: all of its time (guest time is already
+    counted in user and nice), the busy part (neither idle nor waiting on I/O), and iowait."""
+
+    total: int
+    busy: int
+    iowait: int
 
 
-def _iowait(t: Any) -> float:
-    return float(getattr(t, "iowait", 0.0))
+def parse_cpu_times(text: bytes) -> list[CpuTimes]:
+    """The per-CPU lines of /proc/stat (`cpuN user nice system idle iowait irq softirq steal
+    guest guest_nice`; older kernels stop earlier), not the first line, which sums them."""
+    out = []
+    for line in text.splitlines():
+        if not line.startswith(b"cpu") or line.startswith(b"cpu "):
+            continue
+        v = [int(x) for x in line.split()[1:11]]
+        v += [0] * (10 - len(v))
+        total = sum(v) - v[8] - v[9]
+        out.append(CpuTimes(total=total, busy=total - v[3] - v[4], iowait=v[4]))
+    return out
 
 
-def _cpu_busy(t: Any) -> float:
-    return float(_cpu_total(t) - t.idle - _iowait(t))
+def read_cpu_times(proc_root: str) -> list[CpuTimes]:
+    """Each online CPU's times; none when /proc/stat cannot be read."""
+    try:
+        with open(f"{proc_root}/stat", "rb") as f:
+            return parse_cpu_times(f.read())
+    except (OSError, ValueError):
+        return []
 
 
 def _percent(part: float, whole: float) -> float:
     return min(100.0, max(0.0, 100.0 * part / whole))
 
 
-def _busy_percent(before: Any, after: Any) -> float:
-    elapsed = _cpu_total(after) - _cpu_total(before)
+def _busy_percent(before: CpuTimes, after: CpuTimes) -> float:
+    elapsed = after.total - before.total
     if elapsed <= 0:
         return 0.0
-    return _percent(_cpu_busy(after) - _cpu_busy(before), elapsed)
+    return _percent(after.busy - before.busy, elapsed)
 
 
 def _call(read: Callable[[], T]) -> Val[T]:
@@ -429,11 +482,18 @@ def parse_psi_some_avg10(text: str) -> Val[float]:
 
 @dataclass(frozen=True, slots=True)
 class ProcRow:
-    """One process in /proc/PID/stat."""
+    """One process in /proc/PID/stat. A row of -1s is a process that is there but whose stat
+    may not be read (/proc mounted with hidepid=1, another user's process)."""
 
     ppid: int
     start: int  # clock ticks after boot: with the PID, the process's identity
     zombie: bool
+    cpu: int = -1  # user + system time, clock ticks
+    rss: int = -1  # resident pages
+
+    @property
+    def readable(self) -> bool:
+        return self.start >= 0
 
 
 def read_process_table(proc_root: str) -> dict[int, ProcRow]:
@@ -458,7 +518,8 @@ def read_proc_row(proc_root: str, pid: int) -> ProcRow | None:
             stat = f.read()
         # "pid (comm) state ppid ... starttime(22nd) ...": comm may hold spaces and ")"
         fields = stat[stat.rindex(b")") + 2:].split()
-        return ProcRow(int(fields[1]), int(fields[19]), fields[0] in (b"Z", b"X"))
+        return ProcRow(int(fields[1]), int(fields[19]), fields[0] in (b"Z", b"X"),
+                       cpu=int(fields[11]) + int(fields[12]), rss=int(fields[21]))
     except PermissionError:  # hidepid=1: another user's process, there but unreadable
         return ProcRow(ppid=-1, start=-1, zombie=False)
     except (OSError, ValueError, IndexError):

@@ -285,7 +285,13 @@ def main() -> int:
     ap.add_argument("--no-cost", action="store_true", help="the fake without the driver's costs")
     ap.add_argument("--json", metavar="FILE", help="also write every run's figures to FILE")
     ap.add_argument("--only", choices=["gputop", "nvitop"], default=None)
+    ap.add_argument("--rows", default="start,tui,record,serve",
+                    help="which figures to measure, comma-separated: start (first frame and "
+                         "--once), tui (dashboard CPU and RSS), record, serve (default: all)")
     a = ap.parse_args()
+    rows = set(a.rows.split(","))
+    if not rows <= {"start", "tui", "record", "serve"}:
+        ap.error(f"--rows: unknown {', '.join(sorted(rows - {'start', 'tui', 'record', 'serve'}))}")
     # Killed, it still ends the dummy processes and the tmux servers it started.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
@@ -327,7 +333,7 @@ def main() -> int:
     try:
         for cmds in tools.values():  # one unmeasured start of each: caches warm
             oneshot(cmds["once"], env)
-        for _ in range(a.starts):
+        for _ in range(a.starts if "start" in rows else 0):
             for tool, cmds in tools.items():
                 add(tool, "frame", first_frame(tool.split()[0], cmds["tui"], gpus, env))
                 wall, cpu = oneshot(cmds["once"], env)
@@ -335,6 +341,8 @@ def main() -> int:
                 add(tool, "once_cpu", cpu)
         for _ in range(a.runs):
             for tool, cmds in tools.items():
+                if "tui" not in rows:
+                    break
                 cpu, hwm = dashboard(cmds["tui"], env, a.duration, a.warm)
                 add(tool, "tui", cpu)
                 add(tool, "rss", hwm / 1024)
@@ -342,10 +350,13 @@ def main() -> int:
                 if not tool.startswith("gputop"):
                     continue
                 g = cmds["tui"]
-                cpu, hwm, mb = record(g, env, a.duration, a.warm, work, gpus)
-                add(tool, "record", cpu)
-                add(tool, "rss_record", hwm / 1024)
-                add(tool, "mb_day", mb)
+                if "record" in rows:
+                    cpu, hwm, mb = record(g, env, a.duration, a.warm, work, gpus)
+                    add(tool, "record", cpu)
+                    add(tool, "rss_record", hwm / 1024)
+                    add(tool, "mb_day", mb)
+                if "serve" not in rows:
+                    continue
                 # A poll every 5 s, PCIe throughput every 15 s: a window of whole minutes.
                 cpu, hwm = serve(g, env, a.warm + max(60.0, a.duration - a.warm), a.warm)
                 add(tool, "serve", cpu)

@@ -43,7 +43,7 @@ from gputop.model import (
     Val,
 )
 from gputop.safetext import encodable
-from gputop.sources.probe_files import ProbeSample, probe_dirs, read_probes
+from gputop.sources.probe_files import ProbeSample, read_probes
 
 T = TypeVar("T")
 
@@ -282,18 +282,17 @@ class HostSource:
         return t.facts
 
     def _probes(self, uids: Mapping[int, int], now: float) -> dict[int, ProbeStats]:
-        """The probe payloads of these processes (pid -> uid that runs it). Only the users with a
-        probe directory are asked, so a node without probes pays a stat per user and tick. A
-        rejected or unreadable file leaves the process without a probe and a line in
-        `probe_notes`; it never stops the tick."""
-        users = {uid: _has_probe_dir(uid) for uid in set(uids.values())}
-        wanted = {pid: uid for pid, uid in uids.items() if users[uid]}
-        if not wanted:
+        """The probe payloads of these processes (pid -> uid that runs it). Each user's probe
+        directories are listed once a tick and only the files listed are read, so a node without
+        probes pays a failed listing per directory and user. A rejected or unreadable file
+        leaves the process without a probe and a line in `probe_notes`; it never stops the
+        tick."""
+        if not uids:
             self.probe_notes = []
             return {}
         notes: list[str] = []
         try:
-            samples = read_probes(wanted, now, notes)
+            samples = read_probes(dict(uids), now, notes)
         except Exception as e:  # the reader should not raise; a monitor must not die of it
             notes.append(f"probe files not read: {type(e).__name__}: {e}")
             samples = {}
@@ -386,16 +385,6 @@ class _Tick:
     table: dict[int, ProcRow]
     tree: dict[int, list[int]]
     uids: dict[int, int] = dataclasses.field(default_factory=dict)  # visible GPU pid -> uid
-
-
-def _has_probe_dir(uid: int) -> bool:
-    for d in probe_dirs(uid):
-        try:
-            os.stat(d)
-            return True
-        except OSError:
-            continue
-    return False
 
 
 def probe_stats(s: ProbeSample) -> ProbeStats:

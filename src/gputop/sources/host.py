@@ -503,8 +503,7 @@ def read_process_table(proc_root: str) -> dict[int, ProcRow]:
 def read_proc_row(proc_root: str, pid: int) -> ProcRow | None:
     """/proc/PID/stat as a ProcRow; None when the process is gone."""
     try:
-        with open(f"{proc_root}/{pid}/stat", "rb") as f:
-            stat = f.read()
+        stat = _read_small(f"{proc_root}/{pid}/stat")
         # "pid (comm) state ppid ... starttime(22nd) ...": comm may hold spaces and ")"
         fields = stat[stat.rindex(b")") + 2:].split()
         return ProcRow(int(fields[1]), int(fields[19]), fields[0] in (b"Z", b"X"),
@@ -513,6 +512,16 @@ def read_proc_row(proc_root: str, pid: int) -> ProcRow | None:
         return ProcRow(ppid=-1, start=-1, zombie=False)
     except (OSError, ValueError, IndexError):
         return None  # exited while we read
+
+
+def _read_small(path: str) -> bytes:
+    """A /proc file of at most a page, without the file object `open` builds: a full scan
+    reads one of these per process on the node."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return os.read(fd, 4096)
+    finally:
+        os.close(fd)
 
 
 def children_map(table: Mapping[int, ProcRow]) -> dict[int, list[int]]:

@@ -127,6 +127,7 @@ class _Device:
     lost: Missing | None = None
     links: list[LinkSample] = field(default_factory=list)
     link_ids: list[int] = field(default_factory=list)
+    field_ids: list[tuple[int, int]] = field(default_factory=list)  # asked at each slow tick
     nvlink_prev: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
     link_rates: dict[int, dict[str, Any]] = field(default_factory=dict)  # of the last fields
     gpm_prev: Any = None
@@ -929,10 +930,13 @@ class NvmlSource:
         costs 2.7 ms: the energy counter is read here, and through that call only on a GPU
         whose fields lack it."""
         n, h = self.nvml, dev.handle
-        ids: list[tuple[int, int]] = [(FI_MEMORY_TEMP, 0), (FI_TOTAL_ENERGY, 0)]
-        ids += [(fid, 0) for fid in REASON_COUNTERS.values()]
-        for link in dev.link_ids:
-            ids += [(FI_NVLINK_DATA_TX, link), (FI_NVLINK_DATA_RX, link)]
+        ids = dev.field_ids
+        if not ids:
+            ids = [(FI_MEMORY_TEMP, 0), (FI_TOTAL_ENERGY, 0)]
+            ids += [(fid, 0) for fid in REASON_COUNTERS.values()]
+            for link in dev.link_ids:
+                ids += [(FI_NVLINK_DATA_TX, link), (FI_NVLINK_DATA_RX, link)]
+            dev.field_ids = ids
         values = dev.ask("fields", n.nvmlDeviceGetFieldValues, h, ids)
         if not _ok(values):
             for key in ("temp_mem", "throttle_time"):
@@ -940,16 +944,15 @@ class NvmlSource:
             s["energy_j"] = self._energy_call(dev)
             return
         got: dict[tuple[int, int], Any] = {}
-        for v in values:
-            fid, scope = int(v.fieldId), int(v.scopeId)
-            ret = int(v.nvmlReturn)
-            if ret == ERR_GPU_IS_LOST:
-                raise _Lost("GPU is lost")
-            if ret != 0:
-                got[(fid, scope)] = Missing(
-                    "no_permission" if ret == ERR_NO_PERMISSION else "unsupported")
+        # The answers come in the order asked, each with its own status.
+        for key, v in zip(ids, values, strict=True):
+            ret = v.nvmlReturn
+            if ret:
+                if ret == ERR_GPU_IS_LOST:
+                    raise _Lost("GPU is lost")
+                got[key] = Missing("no_permission" if ret == ERR_NO_PERMISSION else "unsupported")
                 continue
-            got[(fid, scope)] = (_field_value(v), int(v.timestamp))
+            got[key] = (_field_value(v), v.timestamp)
         mt = got.get((FI_MEMORY_TEMP, 0), UNSUPPORTED)
         s["temp_mem"] = _map(mt, lambda x: float(x[0]))
         energy = got.get((FI_TOTAL_ENERGY, 0), UNSUPPORTED)

@@ -517,3 +517,32 @@ def test_a_process_memory_is_what_psutil_reads_of_it(
     for pid, rss in ours.items():
         low, high = sorted((before[pid], after[pid]))
         assert 0.98 * low <= rss <= 1.02 * high, pid
+
+
+def test_between_full_scans_only_new_processes_and_the_followed_ones_are_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gputop.sources.host import FULL_SCAN_EVERY_S, SCAN_EVERY_S
+
+    _fake_stat(tmp_path, 10, 1, 500)  # the GPU process
+    _fake_stat(tmp_path, 11, 10, 600)  # its worker
+    for pid in range(100, 140):  # the rest of the node
+        _fake_stat(tmp_path, pid, 1, 100)
+    source = HostSource(proc_root=str(tmp_path))
+    source._process_table(frozenset({10}), 0.0)  # the first scan reads every process
+    read: list[int] = []
+    real_row = host.read_proc_row
+
+    def counting(proc_root: str, pid: int) -> host.ProcRow | None:
+        read.append(pid)
+        return real_row(proc_root, pid)
+
+    monkeypatch.setattr(host, "read_proc_row", counting)
+    _fake_stat(tmp_path, 12, 10, 700)  # a worker started since
+
+    table, tree = source._process_table(frozenset({10}), SCAN_EVERY_S)
+
+    assert sorted(read) == [10, 11, 12]
+    assert sorted(tree[10]) == [11, 12] and len(table) == 43
+    read.clear()
+    source._process_table(frozenset({10}), FULL_SCAN_EVERY_S)  # a full scan again
+    assert len(read) == 43

@@ -55,6 +55,10 @@ ZOMBIE = Missing("error", detail="zombie process")
 # tick reads /proc/PID/stat of the GPU processes and the workers it knows, and nothing else. A
 # GPU process not seen before, or a PID reused, scans at once.
 SCAN_EVERY_S = 5.0
+# Those scans read only the processes started since the last; every FULL_SCAN_EVERY_S one reads
+# them all, for what a listing cannot tell: a PID reused by a new process, a worker handed to a
+# GPU process that is a child subreaper.
+FULL_SCAN_EVERY_S = 60.0
 
 # A GPU process that is really a launcher of hundreds of processes would otherwise make every
 # tick read hundreds of /proc entries; DataLoaders have a few dozen workers at most.
@@ -83,6 +87,7 @@ class HostSource:
         self._table: dict[int, ProcRow] = {}  # the last scan, as kept up by later ticks
         self._tree: dict[int, list[int]] = {}
         self._scanned_at = float("-inf")
+        self._full_scan_at = float("-inf")
         # Why probe files were skipped at the latest tick: for debugging, never shown per tick.
         self.probe_notes: list[str] = []
 
@@ -190,9 +195,9 @@ class HostSource:
 
     def _process_table(self, gpu_pids: frozenset[int], now: float
                        ) -> tuple[dict[int, ProcRow], dict[int, list[int]]]:
-        """The process table and its parent -> children map: scanned whole every SCAN_EVERY_S,
-        else the last scan with the rows of the GPU processes and their known descendants read
-        again (gone ones dropped)."""
+        """The process table and its parent -> children map: scanned every SCAN_EVERY_S (see
+        `_rescan`; whole every FULL_SCAN_EVERY_S), else the last scan with the rows of the GPU
+        processes and their known descendants read again (gone ones dropped)."""
         old, tree = self._table, self._tree
         if (0 <= now - self._scanned_at < SCAN_EVERY_S and gpu_pids <= old.keys()
                 and all(old[p].start >= 0 for p in gpu_pids)):
@@ -217,10 +222,41 @@ class HostSource:
                     tree = children_map(table)
                 self._table, self._tree = table, tree
                 return table, tree
-        self._table = read_process_table(self._proc_root)
-        self._tree = children_map(self._table)
+        table = None
+        if 0 <= now - self._full_scan_at < FULL_SCAN_EVERY_S:
+            table = self._rescan(old, tree, gpu_pids)
+        if table is None:
+            table = read_process_table(self._proc_root)
+            self._full_scan_at = now
+        self._table, self._tree = table, children_map(table)
         self._scanned_at = now
         return self._table, self._tree
+
+    def _rescan(self, old: dict[int, ProcRow], tree: dict[int, list[int]],
+                gpu_pids: frozenset[int]) -> dict[int, ProcRow] | None:
+        """The last table brought up to date at the cost of a listing of /proc: the rows of
+        the processes started since (a new worker is one of them: a process is younger than
+        its parent) and of the GPU processes and their descendants are read, those gone are
+        dropped, and the rest are kept as they were (they are not reported, and a process's
+        parent changes only when that parent dies). None when a full scan is needed: /proc
+        could not be listed, or a followed PID was reused."""
+        try:
+            live = {int(name) for name in os.listdir(self._proc_root) if name.isdigit()}
+        except OSError:
+            return None
+        table = {pid: row for pid, row in old.items() if pid in live}
+        follow = set(gpu_pids)
+        for pid in gpu_pids:
+            follow.update(descendants(pid, tree, stop_at=frozenset()))
+        for pid in (live - old.keys()) | (follow & live):
+            row = read_proc_row(self._proc_root, pid)
+            if row is None:
+                table.pop(pid, None)
+            elif pid in old and row.start != old[pid].start:
+                return None
+            else:
+                table[pid] = row
+        return table
 
     def _host_fields(self, pid: int, tick: _Tick) -> dict[str, Any]:
         try:

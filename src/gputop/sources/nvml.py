@@ -73,6 +73,7 @@ TOPOLOGY_LABELS = {0: "X", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS
 NVLINK_VERSIONS = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7: "5.0", 8: "6.0"}
 NVLINK_REMOTE = {0: "gpu", 1: "cpu", 2: "switch"}
 NVLINK_ERRORS = {"replay": 0, "recovery": 1, "crc_flit": 2, "crc_data": 3}
+_NVLINK_ERROR_METRICS = tuple((name, c, f"nvlink_err{name}") for name, c in NVLINK_ERRORS.items())
 MIG_INSTANCE_NONE = 0xFFFFFFFF
 MIB = 1 << 20
 EVENT_XID = 0x8  # nvmlEventTypeXidCriticalError: the event's data is the Xid number
@@ -989,15 +990,15 @@ class NvmlSource:
 
     def _read_link_state(self, dev: _Device) -> None:
         """Each link's state and error counters, with the rates `_read_fields` worked out."""
-        n, h = self.nvml, dev.handle
+        n, h, ask = self.nvml, dev.handle, dev.ask
+        get_state, get_errors = n.nvmlDeviceGetNvLinkState, n.nvmlDeviceGetNvLinkErrorCounter
         updated = []
         for lk in dev.links:
             rates = dev.link_rates.get(lk.link, {})
-            state = dev.ask(f"nvlink_state{lk.link}", n.nvmlDeviceGetNvLinkState, h, lk.link)
+            state = ask(f"nvlink_state{lk.link}", get_state, h, lk.link)
             errors: dict[str, int] = {}
-            for name, counter in NVLINK_ERRORS.items():
-                c = dev.ask(f"nvlink_err{name}", n.nvmlDeviceGetNvLinkErrorCounter, h, lk.link,
-                            counter)
+            for name, counter, metric in _NVLINK_ERROR_METRICS:
+                c = ask(metric, get_errors, h, lk.link, counter)
                 if _ok(c):
                     errors[name] = int(c)
             updated.append(_with_rates(lk, rates, up=_map(state, bool),

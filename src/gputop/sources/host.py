@@ -222,13 +222,13 @@ class HostSource:
                     tree = children_map(table)
                 self._table, self._tree = table, tree
                 return table, tree
-        table = None
+        scanned = None
         if 0 <= now - self._full_scan_at < FULL_SCAN_EVERY_S:
-            table = self._rescan(old, tree, gpu_pids)
-        if table is None:
-            table = read_process_table(self._proc_root)
+            scanned = self._rescan(old, tree, gpu_pids)
+        if scanned is None:
+            scanned = read_process_table(self._proc_root)
             self._full_scan_at = now
-        self._table, self._tree = table, children_map(table)
+        self._table, self._tree = scanned, children_map(scanned)
         self._scanned_at = now
         return self._table, self._tree
 

@@ -946,14 +946,15 @@ class NvmlSource:
             return
         got: dict[tuple[int, int], Any] = {}
         # The answers come in the order asked, each with its own status.
-        for key, v in zip(ids, values, strict=True):
+        for asked, v in zip(ids, values, strict=True):
             ret = v.nvmlReturn
             if ret:
                 if ret == ERR_GPU_IS_LOST:
                     raise _Lost("GPU is lost")
-                got[key] = Missing("no_permission" if ret == ERR_NO_PERMISSION else "unsupported")
+                got[asked] = Missing("no_permission" if ret == ERR_NO_PERMISSION
+                                     else "unsupported")
                 continue
-            got[key] = (_field_value(v), v.timestamp)
+            got[asked] = (_field_value(v), v.timestamp)
         mt = got.get((FI_MEMORY_TEMP, 0), UNSUPPORTED)
         s["temp_mem"] = _map(mt, lambda x: float(x[0]))
         energy = got.get((FI_TOTAL_ENERGY, 0), UNSUPPORTED)

@@ -3,10 +3,10 @@
 GPU sources report PIDs and GPU-side numbers only. `HostSource.enrich` adds the user, command line,
 CPU and memory of each process, its DataLoader workers (descendants with no GPU context) and the
 container, pod or Slurm job it runs in. psutil gives the facts read once in a process's life (user,
-name, command line, start time); `proc_root` gives the rest: the CPU and resident memory of each
-process and worker from the /proc/PID/stat that the parent map is built of (one read a tick each,
-where psutil would read two files and ask the CPU count), the node's CPU times and memory (one
-read of /proc/stat and of /proc/meminfo), cgroup, environ and PSI.
+name, command line, start time); `proc_root` gives the rest: the CPU time of each process and
+worker from the /proc/PID/stat that the parent map is built of and its memory from statm (psutil's
+files, without its objects and calls), the node's CPU times and memory (one read of /proc/stat and
+of /proc/meminfo), cgroup, environ and PSI.
 
 NVML reports host PIDs. A PID that does not exist in our PID namespace (gputop in a container) is
 kept, with its host facts marked Missing("not_visible"), never dropped.
@@ -271,6 +271,9 @@ class HostSource:
         facts = t.facts
         assert facts is not None
         row = tick.table[pid]
+        rss = self._rss(pid, row)
+        if rss is None:  # exited between the GPU poll and now
+            return _HIDDEN_FIELDS
         if type(facts.uid) is int:
             tick.uids[pid] = facts.uid
         return {
@@ -279,7 +282,7 @@ class HostSource:
             "cmdline": facts.cmdline,
             "create_time": facts.create_time,
             "cpu_percent": self._cpu_percent(t, row, tick.now),
-            "rss": row.rss * PAGE_SIZE if row.readable else NO_PERMISSION,
+            "rss": rss,
             "job": facts.job,
             "children": self._children(pid, tick),
         }
@@ -374,9 +377,24 @@ class HostSource:
                 t.child_name = encodable(t.proc.name())
         except (ps.NoSuchProcess, ps.AccessDenied):
             return None  # exited, died (zombie) or not ours to read: not a worker to report
+        rss = self._rss(pid, row)
+        if not isinstance(rss, int):
+            return None  # exited since
         cpu = self._cpu_percent(t, row, tick.now)
-        return ChildProcess(pid, t.child_name, cpu if isinstance(cpu, float) else 0.0,
-                            row.rss * PAGE_SIZE)
+        return ChildProcess(pid, t.child_name, cpu if isinstance(cpu, float) else 0.0, rss)
+
+    def _rss(self, pid: int, row: ProcRow) -> Val[int] | None:
+        """Resident memory, bytes, from /proc/PID/statm as psutil reads it (/proc/PID/stat's
+        figure is the kernel's per-CPU estimate, off by up to a batch of pages per CPU). None
+        when the process is gone."""
+        if not row.readable:
+            return NO_PERMISSION
+        try:
+            return int(_read_small(f"{self._proc_root}/{pid}/statm").split()[1]) * PAGE_SIZE
+        except PermissionError:
+            return NO_PERMISSION
+        except (OSError, ValueError, IndexError):
+            return None
 
     def _guard(self, read: Callable[[], T]) -> Val[T]:
         """One attribute: a permission problem costs that field only. NoSuchProcess (the whole
@@ -514,7 +532,6 @@ class ProcRow:
     start: int  # clock ticks after boot: with the PID, the process's identity
     zombie: bool
     cpu: int = -1  # user + system time, clock ticks
-    rss: int = -1  # resident pages
 
     @property
     def readable(self) -> bool:
@@ -543,7 +560,7 @@ def read_proc_row(proc_root: str, pid: int) -> ProcRow | None:
         # "pid (comm) state ppid ... starttime(22nd) ...": comm may hold spaces and ")"
         fields = stat[stat.rindex(b")") + 2:].split()
         return ProcRow(int(fields[1]), int(fields[19]), fields[0] in (b"Z", b"X"),
-                       cpu=int(fields[11]) + int(fields[12]), rss=int(fields[21]))
+                       cpu=int(fields[11]) + int(fields[12]))
     except PermissionError:  # hidepid=1: another user's process, there but unreadable
         return ProcRow(ppid=-1, start=-1, zombie=False)
     except (OSError, ValueError, IndexError):

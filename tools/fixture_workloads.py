@@ -205,8 +205,30 @@ def leak(seconds: float) -> None:
     memory("leak end")
 
 
+def leak_busy(seconds: float) -> None:
+    """A training loop that keeps one output every 0.25 s (a loss history kept with its graph's
+    tensors, say): memory grows 1 GiB/s while the GPU computes."""
+    model = mlp(4096, 4)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randn(8192, 4096, device="cuda", dtype=torch.bfloat16)
+    _, total = torch.cuda.mem_get_info()
+    kept: list[torch.Tensor] = []
+    end = next_keep = time.monotonic()
+    end += seconds
+    while time.monotonic() < end:
+        train(model, opt, x)
+        torch.cuda.synchronize()
+        if time.monotonic() >= next_keep and torch.cuda.memory_reserved() < 0.9 * total:
+            with torch.no_grad():
+                kept.append(torch.cat([model(x)] * 4))  # 256 MiB
+            next_keep += 0.25
+            if len(kept) % 20 == 0:
+                memory(f"leak_busy {len(kept)} tensors")
+    memory("leak_busy end")
+
+
 CASES = {"healthy": healthy, "starved": starved, "fragmented": fragmented,
-         "near_oom": near_oom, "leak": leak}
+         "near_oom": near_oom, "leak": leak, "leak_busy": leak_busy}
 
 
 def main(argv: list[str] | None = None) -> int:

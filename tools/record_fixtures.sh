@@ -3,9 +3,14 @@
 # nvidia-smi's views of the card, then one `gputop --record` per workload of
 # tools/fixture_workloads.py, each with the workload's own log and the recorder's CPU time.
 #
-#   tools/record_fixtures.sh OUTDIR            (from the repository root; PYTHON=python3)
+#   tools/record_fixtures.sh OUTDIR [CASE...]   (from the repository root; PYTHON=python3)
+#
+# CASEs: idle healthy starved fragmented near_oom leak leak_busy (default: all but leak_busy).
 set -u
-out=${1:?usage: tools/record_fixtures.sh OUTDIR}
+out=${1:?usage: tools/record_fixtures.sh OUTDIR [CASE...]}
+shift
+cases=("$@")
+[ ${#cases[@]} -eq 0 ] && cases=(idle healthy starved fragmented near_oom leak)
 mkdir -p "$out"
 py=${PYTHON:-python3}
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
@@ -64,10 +69,9 @@ record() {
   nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader
 }
 
-record idle 15
-record healthy 40
-nvidia-smi -q -x > "$out/nvidia-smi-q-idle-after.xml" 2>&1
-record starved 50 probe
-record fragmented 40
-record near_oom 45
-record leak 30
+declare -A seconds=([idle]=15 [healthy]=40 [starved]=50 [fragmented]=40 [near_oom]=45 [leak]=30
+                    [leak_busy]=45)
+for case in "${cases[@]}"; do
+  # The starved loop is timed through the runner, which patches DataLoader.__iter__.
+  record "$case" "${seconds[$case]:?unknown case $case}" $([ "$case" = starved ] && echo probe)
+done

@@ -157,6 +157,27 @@ def test_an_old_driver_without_v3_process_calls_falls_back_to_v2() -> None:
     assert fake.calls["nvmlDeviceGetComputeRunningProcesses_v2"] >= 2
 
 
+def test_process_lists_take_one_driver_call_per_gpu_and_kind() -> None:
+    # The binding's wrapper asks the count first, then the entries: two calls where one does.
+    ticks, fake, _ = run(series(3))
+    assert [p.pid for p in ticks[-1].processes] == [1000, 1001]
+    assert fake.calls["nvmlDeviceGetComputeRunningProcesses_v3"] == 2 * 3
+    assert fake.calls["nvmlDeviceGetGraphicsRunningProcesses_v3"] == 2 * 3
+
+
+def test_more_processes_than_first_asked_for_are_all_listed() -> None:
+    many = tuple(ProcessSample(pid=5000 + i, device_index=0, kind="compute",
+                               gpu_mem=(i + 1) * GIB, sm_util=0.0, mem_util=0.0)
+                 for i in range(40))
+    snaps = [dataclasses.replace(s, processes=many) for s in series(3)]
+    ticks, fake, _ = run(snaps)
+    for tick in ticks:
+        assert [(p.pid, p.gpu_mem, p.kind) for p in tick.processes if p.device_index == 0] == [
+            (5000 + i, (i + 1) * GIB, "compute") for i in range(40)]
+    # Too small once (the first tick), then asked at the size the driver needed.
+    assert fake.calls["nvmlDeviceGetComputeRunningProcesses_v3"] == 2 * 3 + 1
+
+
 def test_an_old_driver_without_memory_v2_reports_used_including_reserved() -> None:
     ticks, _, _ = run(series(1), faults=[Fault("nvmlDeviceGetMemoryInfo_v2", FUNCTION_NOT_FOUND)])
     d = ticks[0].devices[0]

@@ -90,6 +90,7 @@ ERR_INVALID_ARGUMENT = 2
 ERR_NOT_SUPPORTED = 3
 ERR_NO_PERMISSION = 4
 ERR_NOT_FOUND = 6
+ERR_INSUFFICIENT_SIZE = 7
 ERR_DRIVER_NOT_LOADED = 9
 ERR_TIMEOUT = 10
 ERR_LIBRARY_NOT_FOUND = 12
@@ -137,6 +138,7 @@ class _Device:
     proc_util_seen: int = 0
     proc_util: dict[int, tuple[float, float]] | Missing = field(default_factory=dict)
     mig_handles: list[tuple[Any, int, int]] = field(default_factory=list)
+    proc_room: dict[str, int] = field(default_factory=dict)  # see _running_processes
     xid_count: int | Missing = UNSUPPORTED  # an int once Xid events are watched on this GPU
     xids: list[XidEvent] = field(default_factory=list)
 
@@ -160,6 +162,46 @@ class _Device:
                 self.off[metric] = Missing("no_permission")
                 return self.off[metric]
             return Missing("error", detail=_err_text(e))
+
+
+_PROC_ROOM = 16  # process entries first offered to the driver per GPU and kind
+
+
+def _running_processes(nvml: Any, name: str, handle: Any, room: dict[str, int]) -> list[Any]:
+    """The running processes of one kind, as the binding's `name` (a `_v3` call) gives them,
+    in one driver call where the binding makes two (count, then entries): the entries are
+    asked into an array as large as the last answer needed (`room`, per call name), grown and
+    asked again only when the driver says it is too small. Falls back to the binding's own
+    wrapper where it lacks what the one call needs."""
+    struct = getattr(nvml, "c_nvmlProcessInfo_v3_t", None)
+    pointer = getattr(nvml, "_nvmlGetFunctionPointer", None)
+    if struct is None or pointer is None:
+        return list(getattr(nvml, name)(handle))
+    fn = pointer(name)
+    size = room.get(name, _PROC_ROOM)
+    while True:
+        count = ctypes.c_uint(size)
+        array = (struct * size)()
+        ret = fn(handle, ctypes.byref(count), array)
+        if ret == ERR_INSUFFICIENT_SIZE and count.value > size:
+            size = room[name] = count.value * 2 + 5  # as the binding oversizes it
+            continue
+        if ret != 0:
+            raise nvml.NVMLError(ret)
+        break
+    na = nvml.NVML_VALUE_NOT_AVAILABLE_ulonglong.value
+    return [_ProcessInfo(int(e.pid), None if e.usedGpuMemory == na else int(e.usedGpuMemory),
+                         int(e.gpuInstanceId), int(e.computeInstanceId))
+            for e in array[:count.value]]
+
+
+@dataclass(frozen=True)
+class _ProcessInfo:
+    """One entry of a running-process list, with the binding's field names."""
+    pid: int
+    usedGpuMemory: int | None
+    gpuInstanceId: int
+    computeInstanceId: int
 
 
 def _sram_threshold(nvml: Any, handle: Any) -> bool:
@@ -786,7 +828,8 @@ class NvmlSource:
                 ("graphics", "nvmlDeviceGetGraphicsRunningProcesses_v3",
                  "nvmlDeviceGetGraphicsRunningProcesses_v2"),
             ):
-                procs = dev.ask(f"{kind}_procs", getattr(n, getter), h)
+                procs = dev.ask(f"{kind}_procs", _running_processes, n, getter, h,
+                                dev.proc_room)
                 if not _ok(procs) and procs.reason == "unsupported" and hasattr(n, fallback):
                     procs = dev.ask(f"{kind}_procs_v2", getattr(n, fallback), h)
                 if not _ok(procs):

@@ -66,6 +66,35 @@ def test_nvlink_rates_come_from_cumulative_counters() -> None:
     assert links[0].errors == {"replay": 0, "recovery": 0, "crc_flit": 0, "crc_data": 0}
 
 
+def _counting_link_errors(ticks: int) -> list:
+    """One GPU with two links whose replay counter reads the tick's number."""
+    snaps = []
+    for t in range(ticks):
+        s = node(1, time=1000.0 + t, links=2)
+        snaps.append(dataclasses.replace(s, links=tuple(
+            dataclasses.replace(lk, errors={**lk.errors, "replay": t}) for lk in s.links)))
+    return snaps
+
+
+def test_nvlink_state_and_errors_every_slow_tick_by_default() -> None:
+    ticks, fake, _ = run(_counting_link_errors(31), slow_interval=5)
+    # Open finds the links with the same call; then 2 links at 0, 5, ... 30 s.
+    assert fake.calls["nvmlDeviceGetNvLinkErrorCounter"] == 7 * 2 * 4
+    assert [t.links[0].errors["replay"] for t in ticks] == [t - t % 5 for t in range(31)]
+
+
+def test_nvlink_state_and_errors_at_a_cadence_of_their_own_never_older() -> None:
+    ticks, fake, _ = run(_counting_link_errors(31), slow_interval=5, link_state_interval=15)
+    assert fake.calls["nvmlDeviceGetNvLinkErrorCounter"] == 3 * 2 * 4  # at 0, 15 and 30 s
+    shown = [t.links[0].errors["replay"] for t in ticks]
+    assert shown == [t - t % 15 for t in range(31)]
+    assert all(t - v < 15 for t, v in enumerate(shown))
+    # The rates, from the field values, still follow every slow tick.
+    assert fake.calls["nvmlDeviceGetFieldValues"] == 7
+    assert all(lk.up is True and lk.rx == pytest.approx(5.0e9, rel=1e-3)
+               for t in ticks[5:] for lk in t.links)
+
+
 def test_topology_matrix_names_nvlink_through_nvswitch() -> None:
     _, _, src = run([node(4, links=18)])
     assert src.topology is not None

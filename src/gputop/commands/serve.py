@@ -16,6 +16,7 @@ from gputop.export.server import (
     DEFAULT_ADDRESS,
     LIVE_INTERVAL,
     RECORDING_INTERVAL,
+    SLOW_STATE_INTERVAL,
     Exporter,
     listen,
     url,
@@ -67,7 +68,13 @@ def open_feed(args: argparse.Namespace) -> PolledFeed:
         if feed.warning:
             print(f"gputop: warning: {feed.warning}", file=sys.stderr)
         return feed
-    return live_poller(args.devices)
+    from gputop.sources.nvml import NvmlSource
+
+    poller = live_poller(args.devices)
+    for src in poller.sources:
+        if isinstance(src, NvmlSource):  # NVLink state and errors at the scrape cadence
+            src.link_state_interval = SLOW_STATE_INTERVAL
+    return poller
 
 
 def main(argv: Sequence[str]) -> int:

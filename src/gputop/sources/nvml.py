@@ -12,6 +12,8 @@ Cadence (costs measured on an H100, docs/diagnostics.md §0.11):
 - every `slow_interval` (5 s): field values (throttle-time counters, HBM temperature, energy,
   NVLink traffic), GPM (SM active, tensor, DRAM, PCIe traffic), process utilization, margin, ECC,
   remapped rows, limits, PCIe link, encoder/decoder;
+- NVLink state and error counters: every slow tick, or every `link_state_interval` s where set
+  (`gputop serve`: 15 s, Prometheus' default scrape interval);
 - every PCIE_THROUGHPUT_EVERY_S (15 s), only where GPM cannot give PCIe traffic:
   `nvmlDeviceGetPcieThroughput`, a 20 ms sample of the traffic that blocks for those 20 ms and
   costs 0.65 ms of CPU a call (H100, driver 580), two a GPU. The GPUs are sampled at once.
@@ -139,6 +141,7 @@ class _Device:
     proc_util: dict[int, tuple[float, float]] | Missing = field(default_factory=dict)
     mig_handles: list[tuple[Any, int, int]] = field(default_factory=list)
     proc_room: dict[str, int] = field(default_factory=dict)  # see _running_processes
+    link_state_at: float = float("-inf")  # when its links' state and errors were last read
     xid_count: int | Missing = UNSUPPORTED  # an int once Xid events are watched on this GPU
     xids: list[XidEvent] = field(default_factory=list)
 
@@ -353,11 +356,17 @@ class NvmlSource:
     name = "nvml"
 
     def __init__(self, lib: Any = None, *, slow_interval: float = 5.0,
-                 pcie_throughput: bool = True, background: bool = False) -> None:
+                 pcie_throughput: bool = True, background: bool = False,
+                 link_state_interval: float | None = None) -> None:
         self._lib = lib
         self.nvml: Any = None
         self.slow_interval = slow_interval
         self.pcie_throughput = pcie_throughput
+        # NVLink state and error counters (five calls a link: 720 on an 8-GPU NVSwitch node)
+        # change rarely: read every slow tick, or at most every `link_state_interval` s where
+        # set (`gputop serve` reads them at Prometheus' scrape cadence). Rates follow every
+        # slow tick either way.
+        self.link_state_interval = link_state_interval
         # In the background, a poll never waits for the slow calls: it starts them in a thread
         # when they are due and shows what the last slow tick read (the first poll has the
         # fast fields only; the slow ones follow a tick later).
@@ -901,7 +910,13 @@ class NvmlSource:
             self._read_gpm(dev, s, now)
         # Without GPM, PCIe traffic comes from the blocking 20 ms counter (_slow_tick).
         self._read_process_util(dev, s)
-        self._read_link_state(dev)
+        # Read again when the next slow tick would find them `every` s old: never older.
+        every = self.link_state_interval
+        if every is None or not 0 <= now + self.slow_interval - dev.link_state_at <= every:
+            dev.link_state_at = now
+            self._read_link_state(dev)
+        else:
+            dev.links = [_with_rates(lk, dev.link_rates.get(lk.link, {})) for lk in dev.links]
         dev.slow = s
 
     def _read_ecc(self, dev: _Device, s: dict[str, Any]) -> None:

@@ -78,3 +78,22 @@ def test_the_decoder_shares_what_did_not_change_between_ticks() -> None:
     sa, sb = dec.decode(ra), dec.decode(rb)
     assert sa == a and sb == replace(a, time=b.time)
     assert sb.links[0] is sa.links[0] and sb.devices[1] is sa.devices[1]
+
+
+def test_a_memo_keeps_the_shape_of_every_object_handed_again_and_only_those() -> None:
+    from gputop.model import DictMemo
+
+    first = node(2, links=2)
+    assert first.topology is not None and first.system is not None
+    # The next tick: the same topology, system facts and links, a new host and devices.
+    second = replace(first, time=first.time + 1, host=replace(first.host, cpu_percent=55.0),
+                     devices=tuple(replace(d, util_gpu=12.0) for d in first.devices))
+    memo = DictMemo()
+    a = to_record(first, memo)
+    memo.next_tick()
+    b = to_record(second, memo)
+    assert b == to_record(second)  # the same record as without the memo
+    assert b["topology"] is a["topology"] and b["system"] is a["system"]
+    assert b["host"] is not a["host"] and b["host"]["cpu_percent"] == 55.0
+    assert all(b["links"][k] is a["links"][k] for k in a["links"])
+    assert all(b["devices"][k]["util_gpu"] == 12.0 for k in b["devices"])

@@ -30,6 +30,9 @@ class History:
         self.times: list[float] = []
         # (function, args) -> [function(tick, *args) for the oldest ticks]: a prefix of `snaps`
         self.columns: dict[tuple[Any, ...], list[Any]] = {}
+        # (function, start, stop, args) -> what a pure function of those ticks gave, until the
+        # ticks change: several rules ask the same figure of the same ticks
+        self.results: dict[tuple[Any, ...], Any] = {}
 
     def __len__(self) -> int:
         return len(self.snaps)
@@ -37,6 +40,7 @@ class History:
     def append(self, snap: Snapshot) -> None:
         self.snaps.append(snap)
         self.times.append(snap.time)
+        self.results.clear()
 
     def forget_before(self, t: float) -> None:
         """Drops the ticks older than `t`."""
@@ -44,6 +48,7 @@ class History:
         if not n:
             return
         del self.snaps[:n], self.times[:n]
+        self.results.clear()
         for key, col in list(self.columns.items()):
             del col[:n]
             if not col:  # read from no tick left (a process that exited): forget it
@@ -275,11 +280,26 @@ def counter_growth(window: Sequence[Snapshot], index: int,
                    reason: str) -> tuple[float, float] | None:
     """(seconds a clock-event counter grew, seconds of window it covers), from its oldest and
     newest readings; a drop between them is a reset (driver reload), counted from zero."""
+    if not isinstance(window, Window):
+        return _counter_growth(window, index, reason)
+    key = (_counter_growth, window._a, window._b, index, reason)
+    results = window._h.results
+    if key not in results:
+        results[key] = _counter_growth(window, index, reason)
+    got: tuple[float, float] | None = results[key]
+    return got
+
+
+def _counter_growth(window: Sequence[Snapshot], index: int,
+                    reason: str) -> tuple[float, float] | None:
     col = column(window, _throttle_point, index, reason)
-    first = next((p for p in col if p is not None), None)
+    first = col[0] if col and col[0] is not None else next((p for p in col if p is not None),
+                                                           None)
     if first is None:
         return None
-    (t0, a), (t1, b) = first, next(p for p in reversed(col) if p is not None)
+    newest = col[-1]
+    (t0, a), (t1, b) = first, (newest if newest is not None
+                               else next(p for p in reversed(col) if p is not None))
     if t1 <= t0:
         return None
     return (b - a if b >= a else b), t1 - t0

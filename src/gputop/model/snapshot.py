@@ -435,6 +435,8 @@ def missing_from_dict(d: Mapping[str, Any]) -> Missing:
 
 
 _SCALARS = (int, float, str, bool, type(None))
+_SCALAR_TYPES = frozenset(_SCALARS)  # exactly these types: a set lookup, the common case
+_NO_DEFAULTS: dict[str, Any] = {}
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
@@ -486,16 +488,18 @@ def to_dict(obj: Any, *, drop_nulls: bool = False, memo: DictMemo | None = None
     """The JSON shape. With `drop_nulls`, keys whose value is null are left out, and so are the
     fields a class names in `_record_defaults` while they hold those values (record form). With
     `memo`, the items of lists of objects are shaped through it (the caller must not change the
-    dicts it returns, or must change them the same way every tick)."""
+    dicts it returns, or must change them the same way every tick). The objects a tick holds
+    one of (the system facts, the topology, the host) go through `memo` too."""
     out: dict[str, Any] = {}
     unavailable: dict[str, Any] = {}
-    defaults: dict[str, Any] = getattr(obj, "_record_defaults", {})
+    defaults: dict[str, Any] = getattr(obj, "_record_defaults", _NO_DEFAULTS)
     for name in _names(type(obj)):
         v = getattr(obj, name)
-        if isinstance(v, _SCALARS):
+        t = type(v)
+        if t in _SCALAR_TYPES or (t is not Missing and isinstance(v, _SCALARS)):
             if v is not None or not drop_nulls:
                 out[name] = v
-        elif isinstance(v, Missing):
+        elif t is Missing or isinstance(v, Missing):
             if name == "lost":
                 out[name] = missing_to_dict(v)
                 continue
@@ -510,7 +514,8 @@ def to_dict(obj: Any, *, drop_nulls: bool = False, memo: DictMemo | None = None
             else:
                 out[name] = [memo.shape(x, drop_nulls) for x in v]
         elif dataclasses.is_dataclass(v):
-            out[name] = to_dict(v, drop_nulls=drop_nulls)
+            out[name] = (to_dict(v, drop_nulls=drop_nulls) if memo is None
+                         else memo.shape(v, drop_nulls))
         else:
             out[name] = _plain(v)
     if unavailable:

@@ -104,19 +104,24 @@ class Window(Sequence[Snapshot]):
 
     def column(self, fn: Callable[..., Any], *args: Any) -> list[Any]:
         key = (fn, *args)
-        col = self._h.columns.get(key)
+        columns = self._h.columns
+        col = columns.get(key)
         if col is None:
-            col = self._h.columns[key] = []
-        if len(col) < self._b:
+            col = columns[key] = []
+        n, b = len(col), self._b
+        if n < b:
             snaps = self._h.snaps
-            col.extend([fn(s, *args) for s in snaps[len(col):self._b]])
-        return col[self._a:self._b]
+            if n + 1 == b:  # the usual case: one new tick since this was last read
+                col.append(fn(snaps[n], *args))
+            else:
+                col.extend([fn(s, *args) for s in snaps[n:b]])
+        return col[self._a:b]
 
 
 def column(window: Sequence[Snapshot], fn: Callable[..., Any], *args: Any) -> list[Any]:
     """`fn(tick, *args)` for each tick of the window. Under the engine each tick is read once,
     so `fn` must be a pure function of the tick and `args`, and one function serves one purpose."""
-    if isinstance(window, Window):
+    if type(window) is Window or isinstance(window, Window):
         return window.column(fn, *args)
     return [fn(s, *args) for s in window]
 

@@ -69,6 +69,7 @@ POWER_CAP_FIX = ("Restore the power limit (nvidia-smi -pl, as root) if the cap w
 
 def check_thermal(window: Sequence[Snapshot]) -> list[Condition]:
     recent = last(window, WINDOW_S)
+    now = last(recent, HOLD_S)
     out: list[Condition] = []
     for index in devices(recent):
         d = device_at(recent[-1], index)
@@ -76,7 +77,7 @@ def check_thermal(window: Sequence[Snapshot]) -> list[Condition]:
             continue
         out += _moment(d)  # the engine keeps the worse of this and the window's, per id
         if _active(recent, index):
-            out += _thermal(recent, index, d)
+            out += _thermal(recent, index, d, now)
     return out
 
 
@@ -173,10 +174,14 @@ def _margin_at(s: Snapshot, index: int) -> float | None:
 
 
 def _lowest_margin(window: Sequence[Snapshot], index: int) -> float | None:
-    return min((m for m in column(window, _margin_at, index) if m is not None), default=None)
+    margins = column(window, _margin_at, index)
+    return min(margins if None not in margins else [m for m in margins if m is not None],
+               default=None)
 
 
-def _thermal(window: Sequence[Snapshot], index: int, d: DeviceSample) -> list[Condition]:
+def _thermal(window: Sequence[Snapshot], index: int, d: DeviceSample,
+             now: Sequence[Snapshot] | None = None) -> list[Condition]:
+    """What the window says of one GPU under load; `now` is its last HOLD_S."""
     gpu = f"GPU{index}"
     # The window's peak: a postmortem wants how hot it got, and one tick at the slowdown
     # threshold is enough for the hardware to cut the clocks.
@@ -195,7 +200,8 @@ def _thermal(window: Sequence[Snapshot], index: int, d: DeviceSample) -> list[Co
     lowest = _lowest_margin(window, index)
     evidence = {k: v for k, v in (("temp_c", temp), ("margin_c", lowest), ("clock_mhz", clock),
                                   ("clock_max_mhz", clock_max)) if v is not None}
-    now = last(window, HOLD_S)
+    if now is None:
+        now = last(window, HOLD_S)
     hw_thermal = _held(now, index, "hw_thermal")
     brake = _held(now, index, "hw_power_brake")
     out = []
@@ -226,6 +232,7 @@ def _thermal(window: Sequence[Snapshot], index: int, d: DeviceSample) -> list[Co
             fix=THERMAL_FIX if thermal else POWER_DELIVERY_FIX, evidence=evidence))
 
     sw_s = _counted(window, index, "sw_thermal")
+    # The same counter reading as `sw_s` where there is one (counter_growth keeps it a tick).
     sw_share = reason_share(window, index, "sw_thermal") or 0.0
     if sw_s is not None:
         evidence["sw_thermal_s"] = sw_s

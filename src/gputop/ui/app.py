@@ -9,6 +9,9 @@ inside `batch_update()`, so a tick is one repaint. Tests call `apply_snapshot` d
 
 from __future__ import annotations
 
+import gputop.ui.no_tls  # noqa: F401  first: asyncio without OpenSSL (see there)
+
+# isort: split
 import asyncio
 import os
 import time

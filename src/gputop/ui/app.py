@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 
 # Seconds after start when what start-up built is set aside from the garbage collector.
-SETTLE_AFTER_S = 10.0
+SETTLE_AFTER_S = 5.0
 
 OUTCOMES = {
     "gone": "PID {pid} had already exited",

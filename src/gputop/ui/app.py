@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from textual.app import App
 from textual.binding import Binding
+from textual.driver import Driver
 from textual.widgets import Input
 
 from gputop.feeds import Feed
@@ -112,6 +113,13 @@ class GputopApp(App[None]):
                                 readonly=self.kill_policy.readonly)
         self.dashboard.layout_override = layout
         self.dashboard.findings.times = replay is not None
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver for this terminal; on Linux and macOS one whose input thread
+        sleeps until there is input (textual_private.quiet_linux_driver)."""
+        base = super().get_driver_class()
+        quiet = textual_private.quiet_linux_driver(base)
+        return quiet if quiet is not None else base
 
     def get_default_screen(self) -> DashboardScreen:
         return self.dashboard

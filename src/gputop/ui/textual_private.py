@@ -135,7 +135,10 @@ def quiet_linux_driver(base: type) -> type | None:
     parser = XTermParser(False)
     if not hasattr(parser, "_timeout_time") or not callable(getattr(parser, "tick", None)):
         return None
-    if "exit_event" not in inspect.getsource(LinuxDriver.disable_input):
+    try:
+        if "exit_event" not in inspect.getsource(LinuxDriver.disable_input):
+            return None
+    except (OSError, TypeError):  # no source to check (a frozen install)
         return None
 
     class QuietLinuxDriver(base):  # type: ignore[misc]
@@ -145,8 +148,11 @@ def quiet_linux_driver(base: type) -> type | None:
             fileno = self.fileno
             selector = selectors.SelectSelector()
             selector.register(fileno, selectors.EVENT_READ)
+            # Without the pipe (started some other way) it wakes as often as Textual's.
+            idle: float | None = 0.1
             if self._wake is not None:
                 selector.register(self._wake[0], selectors.EVENT_READ)
+                idle = None
             parser = XTermParser(self._debug)
             decode = getincrementaldecoder("utf-8")().decode
 
@@ -165,7 +171,7 @@ def quiet_linux_driver(base: type) -> type | None:
             try:
                 while not self.exit_event.is_set():
                     # Input, a pending escape sequence's time running out, or the end.
-                    process(selector.select(None if parser._timeout_time is None else 0.1))
+                    process(selector.select(idle if parser._timeout_time is None else 0.1))
                 selector.unregister(fileno)
                 process(selector.select(0.1), final=True)
             finally:

@@ -285,14 +285,13 @@ def main() -> int:
     ap.add_argument("--no-cost", action="store_true", help="the fake without the driver's costs")
     ap.add_argument("--json", metavar="FILE", help="also write every run's figures to FILE")
     ap.add_argument("--only", choices=["gputop", "nvitop"], default=None)
-    ap.add_argument("--rows", default="frame,once,dashboard,record,serve",
-                    help="which figures to measure, comma-separated from frame, once, "
-                         "dashboard, record, serve (default: all)")
+    ap.add_argument("--rows", default="start,tui,record,serve",
+                    help="which figures to measure, comma-separated: start (first frame and "
+                         "--once), tui (dashboard CPU and RSS), record, serve (default: all)")
     a = ap.parse_args()
-    wanted = set(a.rows.split(","))
-    unknown = wanted - {"frame", "once", "dashboard", "record", "serve"}
-    if unknown:
-        ap.error(f"--rows: unknown {', '.join(sorted(unknown))}")
+    rows = set(a.rows.split(","))
+    if not rows <= {"start", "tui", "record", "serve"}:
+        ap.error(f"--rows: unknown {', '.join(sorted(rows - {'start', 'tui', 'record', 'serve'}))}")
     # Killed, it still ends the dummy processes and the tmux servers it started.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
@@ -334,34 +333,34 @@ def main() -> int:
     try:
         for cmds in tools.values():  # one unmeasured start of each: caches warm
             oneshot(cmds["once"], env)
-        for _ in range(a.starts):
+        for _ in range(a.starts if "start" in rows else 0):
             for tool, cmds in tools.items():
-                if "frame" in wanted:
-                    add(tool, "frame", first_frame(tool.split()[0], cmds["tui"], gpus, env))
-                if "once" in wanted:
-                    wall, cpu = oneshot(cmds["once"], env)
-                    add(tool, "once", wall)
-                    add(tool, "once_cpu", cpu)
+                add(tool, "frame", first_frame(tool.split()[0], cmds["tui"], gpus, env))
+                wall, cpu = oneshot(cmds["once"], env)
+                add(tool, "once", wall)
+                add(tool, "once_cpu", cpu)
         for _ in range(a.runs):
             for tool, cmds in tools.items():
-                if "dashboard" in wanted:
-                    cpu, hwm = dashboard(cmds["tui"], env, a.duration, a.warm)
-                    add(tool, "tui", cpu)
-                    add(tool, "rss", hwm / 1024)
+                if "tui" not in rows:
+                    break
+                cpu, hwm = dashboard(cmds["tui"], env, a.duration, a.warm)
+                add(tool, "tui", cpu)
+                add(tool, "rss", hwm / 1024)
             for tool, cmds in tools.items():
                 if not tool.startswith("gputop"):
                     continue
                 g = cmds["tui"]
-                if "record" in wanted:
+                if "record" in rows:
                     cpu, hwm, mb = record(g, env, a.duration, a.warm, work, gpus)
                     add(tool, "record", cpu)
                     add(tool, "rss_record", hwm / 1024)
                     add(tool, "mb_day", mb)
-                if "serve" in wanted:
-                    # A poll every 5 s, PCIe throughput every 15 s: a window of whole minutes.
-                    cpu, hwm = serve(g, env, a.warm + max(60.0, a.duration - a.warm), a.warm)
-                    add(tool, "serve", cpu)
-                    add(tool, "rss_serve", hwm / 1024)
+                if "serve" not in rows:
+                    continue
+                # A poll every 5 s, PCIe throughput every 15 s: a window of whole minutes.
+                cpu, hwm = serve(g, env, a.warm + max(60.0, a.duration - a.warm), a.warm)
+                add(tool, "serve", cpu)
+                add(tool, "rss_serve", hwm / 1024)
     finally:
         subprocess.run([sys.executable, str(fake / "tools" / "mkscenario.py"), "--kill",
                         str(pidfile)])

@@ -169,6 +169,7 @@ class _Device:
             return Missing("error", detail=_err_text(e))
 
 
+_NO_PERMISSION = Missing("no_permission")
 _PROC_ROOM = 16  # process entries first offered to the driver per GPU and kind
 
 
@@ -1010,8 +1011,7 @@ class NvmlSource:
             if ret:
                 if ret == ERR_GPU_IS_LOST:
                     raise _Lost("GPU is lost")
-                got[asked] = Missing("no_permission" if ret == ERR_NO_PERMISSION
-                                     else "unsupported")
+                got[asked] = _NO_PERMISSION if ret == ERR_NO_PERMISSION else UNSUPPORTED
                 continue
             got[asked] = (value, stamp)
         mt = got.get((FI_MEMORY_TEMP, 0), UNSUPPORTED)

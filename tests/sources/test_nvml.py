@@ -284,3 +284,28 @@ def test_lifetime_ecc_sram_and_dram_errors_and_retired_pages_read_live() -> None
     assert d.ecc_uncorrected_aggregate == Missing("unsupported", detail="ECC is off")
     assert d.ecc_sram_threshold_exceeded == Missing("unsupported", detail="ECC is off")
     assert (d.retired_single_bit, d.retired_double_bit, d.retire_pending) == (0, 0, False)
+
+
+def test_field_values_read_in_one_unpack_as_the_binding_reads_them() -> None:
+    import pynvml
+
+    from gputop.sources.nvml import _field_value, _field_values
+
+    snaps = [node(2, time=1000.0 + t, links=4) for t in range(2)]
+    with FakeNvml(snaps, faults=[Fault("nvmlDeviceGetFieldValues", NO_PERMISSION, device=1)]):
+        src = NvmlSource(slow_interval=0)
+        src.open()
+        src.poll(1000.0)
+        dev = src.devices[0]
+        ids = dev.field_ids
+        assert len(ids) > 4  # memory temperature, energy, throttle counters, 4 links x 2
+        blank: dict[int, bytes] = {}
+        for _ in range(2):  # built, then copied from its bytes
+            got = _field_values(pynvml, dev.handle, ids, blank)
+            want = [(int(v.nvmlReturn), _field_value(v), int(v.timestamp))
+                    for v in pynvml.nvmlDeviceGetFieldValues(dev.handle, ids)]
+            assert got == want
+            assert [type(v) for _, v, _ in got] == [type(v) for _, v, _ in want]
+        with pytest.raises(pynvml.NVMLError_NoPermission):
+            _field_values(pynvml, src.devices[1].handle, ids, {})
+        src.close()

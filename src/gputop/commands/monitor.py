@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from gputop.feeds import PolledFeed
     from gputop.model import Snapshot
     from gputop.recording.writer import RecordingWriter
+    from gputop.sources.cpu_times import CpuTimes
 
 T = TypeVar("T")
 ONCE_TIMEOUT_S = 30.0
@@ -142,7 +143,9 @@ def _call_with_timeout(fn: Callable[[], T], timeout: float) -> T:
     return result
 
 
-def run_once(args: argparse.Namespace, out: TextIO) -> int:
+def run_once(args: argparse.Namespace, out: TextIO, cpu_start: CpuTimes | None = None) -> int:
+    """One snapshot, printed. `cpu_start`: the CPU times read as gputop started, from which the
+    CPU shares are measured (else from a reading taken once the GPUs are open)."""
     from gputop.ui.view.table import render
 
     if args.demo:
@@ -155,9 +158,9 @@ def run_once(args: argparse.Namespace, out: TextIO) -> int:
         poller = live_poller(args.devices)
         try:
             # Rates need two readings of their counters: the first is taken now and the second
-            # by the poll, with no poll in between; the wait is the host's CPU share's (0.2 s),
-            # and the first slow tick runs in it.
-            ready = _call_with_timeout(poller.prime, ONCE_TIMEOUT_S)
+            # by the poll, with no poll in between. The wait is the host's CPU share's (0.2 s
+            # from `cpu_start`, which it mostly is already), and the first slow tick runs in it.
+            ready = _call_with_timeout(lambda: poller.prime(cpu_start), ONCE_TIMEOUT_S)
             time.sleep(max(0.0, ready - time.time()))
             snap = _call_with_timeout(poller.poll_once, ONCE_TIMEOUT_S)
         finally:
@@ -247,17 +250,20 @@ def run_dashboard(args: argparse.Namespace) -> int:
     first: list[Snapshot] = []
 
     def start() -> tuple[PolledFeed, Any]:
-        from gputop.diagnose import default_engine
-
+        # The diagnostics are loaded once the first poll is drawn: not before, it waits for them.
         if args.demo:
             from gputop.feeds.playback import demo_feed
 
             polled.set()
+            from gputop.diagnose import default_engine
+
             return demo_feed(args.interval, args.devices), default_engine()
         poller = live_poller(args.devices, background=True)
         try:
             first.append(poller.poll_ahead())
             polled.set()
+            from gputop.diagnose import default_engine
+
             return poller, default_engine()
         except BaseException:
             poller.close()
@@ -320,8 +326,9 @@ def _close_recording(writer: Any, failed: RecordingError | None) -> RecordingErr
     return failed
 
 
-def main(argv: list[str]) -> int:
-    """`gputop [options]`: the dashboard, one snapshot (--once), or a recording (--record)."""
+def main(argv: list[str], *, cpu_start: CpuTimes | None = None) -> int:
+    """`gputop [options]`: the dashboard, one snapshot (--once), or a recording (--record).
+    `cpu_start`: the CPU times read as gputop started, for a one-shot (commands.main)."""
     parser = build_parser()
     config.apply(parser, settings := config.load())
     args = parser.parse_args(argv)
@@ -347,5 +354,5 @@ def main(argv: list[str]) -> int:
     if args.record and (args.headless or not tty):
         return run_record_headless(args, sys.stderr)
     if args.once or args.json or not tty:
-        return run_once(args, sys.stdout)
+        return run_once(args, sys.stdout, cpu_start)
     return run_dashboard(args)

@@ -21,6 +21,7 @@ import errno
 import os
 import re
 import socket
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from gputop.model import (
     Val,
 )
 from gputop.safetext import encodable
+from gputop.sources.cpu_times import CpuTimes
 from gputop.sources.probe_files import ProbeSample, probe_dirs, read_probes
 
 T = TypeVar("T")
@@ -77,8 +79,17 @@ class HostSource:
         self._table: dict[int, ProcRow] = {}  # the last scan, as kept up by later ticks
         self._tree: dict[int, list[int]] = {}
         self._scanned_at = float("-inf")
+        self._start: CpuTimes | None = None  # see start_from
         # Why probe files were skipped at the latest tick: for debugging, never shown per tick.
         self.probe_notes: list[str] = []
+
+    def start_from(self, reading: CpuTimes) -> None:
+        """Takes an earlier reading (sources.cpu_times) as the previous sample: the next
+        `sample` gives the node's CPU shares since then, and the next `enrich` those of each
+        process the reading saw (the same PID and start time); a process it did not see gets
+        what it gets on first sight."""
+        self._start = reading
+        self._last_cpu = list(reading.cores) or None
 
     # ------------------------------------------------------------------------------------------
     # The node
@@ -167,6 +178,7 @@ class HostSource:
         probes = self._probes(tick.uids, now)
         out = [dataclasses.replace(p, **fields_by_pid[p.pid], probe=probes.get(p.pid))
                for p in processes]
+        self._start = None  # its processes had their first share
         # Whatever was not seen this tick has exited (or left the GPU): forget it, so the cache
         # stays as small as the process list.
         self._tracked = {k: t for k, t in self._tracked.items() if t.seen == self._tick}
@@ -243,6 +255,10 @@ class HostSource:
                 t = self._tracked[key] = _Tracked(self._ps.Process(pid))
             except self._ps.NoSuchProcess:
                 return None
+            start = self._start
+            seen = start.processes.get(pid) if start is not None else None
+            if start is not None and seen is not None and seen[0] == row.start:
+                t.cpu_since = (start.time, seen[1])
         t.seen = self._tick
         return t
 
@@ -286,6 +302,12 @@ class HostSource:
         if t.primed:
             return float(since_last)
         t.primed = True
+        if t.cpu_since is not None:  # an earlier reading of its CPU time (start_from)
+            then, used = t.cpu_since
+            ct = t.proc.cpu_times()
+            elapsed = time.time() - then
+            if elapsed > 0:
+                return round(max(0.0, 100.0 * (ct.user + ct.system - used) / elapsed), 1)
         age = now - t.proc.create_time()
         if age <= 0:
             return 0.0
@@ -330,6 +352,7 @@ class _Tracked:
     proc: Any  # psutil.Process
     seen: int = 0  # the last tick that saw it
     primed: bool = False  # cpu_percent has a previous sample
+    cpu_since: tuple[float, float] | None = None  # (time.time(), user + system s) read earlier
     facts: _Facts | None = None  # for GPU processes
     child_name: str = ""  # for workers
 

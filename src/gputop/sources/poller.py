@@ -14,6 +14,7 @@ from gputop.errors import BackendUnavailable
 from gputop.model import HostSample, Missing, ProcessSample, Snapshot, SystemInfo
 from gputop.safetext import encodable
 from gputop.sources.base import GpuSource, GpuTick, SourceInfo
+from gputop.sources.cpu_times import CpuTimes
 
 # CPU times count in clock ticks (10 ms): over this long one tick is 5 % of a core.
 HOST_RATE_S = 0.2
@@ -81,10 +82,11 @@ class Poller:
             gputop_version=__version__,
         )
 
-    def prime(self) -> float:
+    def prime(self, cpu_start: CpuTimes | None = None) -> float:
         """Takes the first reading of every counter whose rate needs two: each source's (see
         NvmlSource.prime) and the host's CPU times, of the node and of each GPU process and its
-        workers. Returns the clock time from which the next poll has every rate."""
+        workers; or, given `cpu_start` (read earlier, sources.cpu_times), takes that as the
+        host's first reading. Returns the clock time from which the next poll has every rate."""
         now = self._clock()
         ready = now
         processes: list[ProcessSample] = []
@@ -93,7 +95,11 @@ class Poller:
             if prime is not None:
                 ready = max(ready, prime(now))
                 processes += getattr(src, "primed_processes", ())
-        if self._host is not None:
+        start_from = getattr(self._host, "start_from", None)
+        if cpu_start is not None and start_from is not None:
+            start_from(cpu_start)
+            ready = max(ready, cpu_start.time + HOST_RATE_S)
+        elif self._host is not None:
             self._host.sample(now)
             self._host.enrich(processes, now)
             ready = max(ready, now + HOST_RATE_S)

@@ -244,13 +244,20 @@ def newly_lost(snap: Snapshot, known: set[int]) -> list[str]:
 def run_dashboard(args: argparse.Namespace) -> int:
     # Textual takes a good part of a second to load. So the GPUs are opened and polled first (in
     # a thread: a sick GPU can hang a call), and that poll is drawn at once as a plain table on
-    # the alternate screen; the dashboard then replaces it with the same snapshot. The
-    # diagnostics load in that thread while Textual loads here.
+    # the alternate screen: its GPUs as soon as NVML has answered, then its processes' users,
+    # commands and CPU once the host is read. The dashboard then replaces it with the same
+    # snapshot. The diagnostics load in that thread, after the poll, while Textual loads here.
     polled = threading.Event()
-    first: list[Snapshot] = []
+    plain: list[bool] = []  # whether a plain frame is on the screen (once one was drawn)
+
+    def draw(snap: Snapshot) -> None:
+        if not plain:
+            plain.append(_draw_plain_frame(snap, sys.stdout))
+        elif plain[0]:
+            _draw_plain_frame(snap, sys.stdout)
+        polled.set()
 
     def start() -> tuple[PolledFeed, Any]:
-        # The diagnostics are loaded once the first poll is drawn: not before, it waits for them.
         if args.demo:
             from gputop.feeds.playback import demo_feed
 
@@ -260,8 +267,7 @@ def run_dashboard(args: argparse.Namespace) -> int:
             return demo_feed(args.interval, args.devices), default_engine()
         poller = live_poller(args.devices, background=True)
         try:
-            first.append(poller.poll_ahead())
-            polled.set()
+            draw(poller.poll_ahead(on_gpus=draw))
             from gputop.diagnose import default_engine
 
             return poller, default_engine()
@@ -273,7 +279,6 @@ def run_dashboard(args: argparse.Namespace) -> int:
 
     started = _Started(start)
     polled.wait(ONCE_TIMEOUT_S)
-    plain = bool(first) and _draw_plain_frame(first[0], sys.stdout)
     try:
         from gputop.feeds.diagnosed import DiagnosedFeed
         from gputop.feeds.tee import RecordingTee
@@ -290,7 +295,7 @@ def run_dashboard(args: argparse.Namespace) -> int:
                 raise
             feed = tee = RecordingTee(feed, writer)
     except BaseException:
-        if plain:
+        if plain and plain[0]:
             _leave_plain_frame(sys.stdout)
         raise
     from gputop.diagnose import default_engine  # loaded by `start` already

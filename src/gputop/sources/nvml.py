@@ -33,6 +33,7 @@ from typing import Any
 
 from gputop.errors import BackendUnavailable, DriverMismatch
 from gputop.model import (
+    PENDING,
     UNSUPPORTED,
     DeviceSample,
     LinkSample,
@@ -133,7 +134,8 @@ class _Device:
     gpm_prev_time: float = 0.0
     gpm_pcie: bool = False  # GPM gave PCIe traffic on the last slow tick
     proc_util_seen: int = 0
-    proc_util: dict[int, tuple[float, float]] | Missing = field(default_factory=dict)
+    # pid -> (SM %, memory %) of the last slow tick; pending until the first one has read them
+    proc_util: dict[int, tuple[float, float]] | Missing = PENDING
     mig_handles: list[tuple[Any, int, int]] = field(default_factory=list)
     xid_count: int | Missing = UNSUPPORTED  # an int once Xid events are watched on this GPU
     xids: list[XidEvent] = field(default_factory=list)

@@ -105,7 +105,10 @@ class Poller:
             ready = max(ready, now + HOST_RATE_S)
         return ready
 
-    def poll_once(self) -> Snapshot:
+    def poll_once(self, on_gpus: Callable[[Snapshot], None] | None = None) -> Snapshot:
+        """One Snapshot now. `on_gpus` is handed its GPUs' part first, before the host is read
+        (the host and each process's host fields pending): a first frame need not wait for
+        the host."""
         now = self._clock()
         merged = GpuTick()
         offset = 0
@@ -125,10 +128,16 @@ class Poller:
         host = HostSample()
         processes = merged.processes
         if self._host is not None:
+            if on_gpus is not None:
+                on_gpus(self._snapshot(now, merged, host, processes))
             host = self._host.sample(now)
             processes = self._host.enrich(processes, now)
             # Probe files refused this tick (a symlink, another owner, bad JSON): said, not hidden.
             merged.warnings += getattr(self._host, "probe_notes", [])
+        return self._snapshot(now, merged, host, processes)
+
+    def _snapshot(self, now: float, merged: GpuTick, host: HostSample,
+                  processes: Sequence[ProcessSample]) -> Snapshot:
         return Snapshot(
             time=now,
             system=self._system,
@@ -140,10 +149,10 @@ class Poller:
             warnings=tuple(self.open_warnings + merged.warnings),
         )
 
-    def poll_ahead(self) -> Snapshot:
+    def poll_ahead(self, on_gpus: Callable[[Snapshot], None] | None = None) -> Snapshot:
         """Polls now, before anything streams: `stream` yields this snapshot first (the
-        dashboard takes it while Textual loads)."""
-        self._ahead = self.poll_once()
+        dashboard takes it while Textual loads). `on_gpus`: as for `poll_once`."""
+        self._ahead = self.poll_once(on_gpus)
         return self._ahead
 
     async def poll(self) -> Snapshot:

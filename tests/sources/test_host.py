@@ -16,11 +16,14 @@ import time
 import types
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 
 from gputop.model import UNSUPPORTED, JobInfo, Missing, ProcessSample
+from gputop.sources import cpu_times
+from gputop.sources.cpu_times import CoreTimes, read_cpu_times
 from gputop.sources.host import HostSource
 
 ME = os.getpid()
@@ -417,6 +420,72 @@ def test_busy_and_iowait_are_shares_of_the_time_between_two_samples() -> None:
     assert h.cpu_percent_per_core == (80.0, 0.0)
     assert h.cpu_percent == 40.0
     assert h.iowait_percent == 25.0
+
+
+def test_an_earlier_reading_is_the_first_sample_of_the_node() -> None:
+    # As above, the first of the two readings taken as gputop started (sources.cpu_times).
+    later = [CpuTimes(160, 0, 120, 120, 0, 0, 0, 0, 40, 0),
+             CpuTimes(0, 0, 0, 150, 150, 0, 0, 0, 0, 0)]
+    fake = psutil_with(psutil.Process)
+    fake.cpu_times = lambda percpu: later
+    early = reading(cores=(CoreTimes(100, 0, 100, 100, 0, 0, 0, 0, 10, 0),
+                               CoreTimes(0, 0, 0, 100, 100, 0, 0, 0, 0, 0)))
+
+    source = HostSource(psutil_module=fake)
+    source.start_from(early)
+    h = source.sample(time.time())
+
+    assert h.cpu_percent_per_core == (80.0, 0.0)
+    assert h.cpu_percent == 40.0
+    assert h.iowait_percent == 25.0
+
+
+def reading(**kw: Any) -> cpu_times.CpuTimes:
+    """A reading of sources.cpu_times taken now, of these cores and processes."""
+    return cpu_times.CpuTimes(**{"time": time.time(), "cores": (), "processes": {}, **kw})
+
+
+BURN_THEN_IDLE = ("import time\nwhile time.process_time() < 0.4: pass\n"
+                  "print('idle', flush=True)\ntime.sleep(60)\n")
+
+
+@pytest.fixture()
+def idle_after_work() -> Iterator[int]:
+    """A process that used 0.4 s of CPU and now sleeps: its lifetime average is far from 0 %,
+    its share of the last moments is 0 %."""
+    proc = subprocess.Popen([sys.executable, "-c", BURN_THEN_IDLE], stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "idle\n"
+        yield proc.pid
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_an_earlier_reading_gives_a_process_its_cpu_share_since_then(
+        idle_after_work: int) -> None:
+    earlier = read_cpu_times()
+    time.sleep(0.3)
+    source = HostSource()
+    source.start_from(earlier)
+    (since_reading,) = source.enrich([gpu_process(idle_after_work)], time.time())
+    (first_sight,) = HostSource().enrich([gpu_process(idle_after_work)], time.time())
+
+    assert since_reading.cpu_percent < 5  # it slept all along
+    assert first_sight.cpu_percent > 5  # without the reading: its lifetime average
+
+
+def test_an_earlier_reading_of_another_process_under_the_same_pid_is_not_taken(
+        idle_after_work: int) -> None:
+    start, used = read_cpu_times().processes[idle_after_work]
+    reused = reading(processes={idle_after_work: (start + 1, used)})
+    time.sleep(0.1)
+    source = HostSource()
+    source.start_from(reused)
+    (p,) = source.enrich([gpu_process(idle_after_work)], time.time())
+
+    assert p.cpu_percent > 5  # its lifetime average, not the 0 % since the other's reading
 
 
 def wait_for(condition, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]

@@ -14,13 +14,24 @@ from __future__ import annotations
 
 import os
 import time
-from collections import namedtuple
 from dataclasses import dataclass
+from typing import NamedTuple
 
-# One core's line of /proc/stat, in seconds, with psutil.cpu_times()'s field names (a kernel that
-# lacks the last fields gives 0 for them: they only ever add to a sum).
-CoreTimes = namedtuple("CoreTimes", "user nice system idle iowait irq softirq steal guest guest_nice",
-                       defaults=(0.0,) * 10)
+
+class CoreTimes(NamedTuple):
+    """One core's line of /proc/stat, in seconds, with psutil.cpu_times()'s field names (a kernel
+    that lacks the last fields gives 0 for them: they only ever add to a sum)."""
+
+    user: float = 0.0
+    nice: float = 0.0
+    system: float = 0.0
+    idle: float = 0.0
+    iowait: float = 0.0
+    irq: float = 0.0
+    softirq: float = 0.0
+    steal: float = 0.0
+    guest: float = 0.0
+    guest_nice: float = 0.0
 
 
 @dataclass(frozen=True)

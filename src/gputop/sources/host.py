@@ -307,7 +307,7 @@ class HostSource:
             ct = t.proc.cpu_times()
             elapsed = time.time() - then
             if elapsed > 0:
-                return round(max(0.0, 100.0 * (ct.user + ct.system - used) / elapsed), 1)
+                return round(max(0.0, 100.0 * (float(ct.user + ct.system) - used) / elapsed), 1)
         age = now - t.proc.create_time()
         if age <= 0:
             return 0.0

@@ -7,6 +7,7 @@ it costs on a real H100 with driver 580.
 
     python bench/peers_bench.py --fake /path/to/fakenvml --nvitop /path/to/venv/bin/nvitop
     python bench/peers_bench.py --duration 20 --runs 1        # quick
+    python bench/peers_bench.py --starts-only --starts 9     # first frame and one-shot only
     python bench/peers_bench.py --before /path/to/old/checkout/.venv/bin/gputop   # + a column
 
 Figures (each the median of --runs runs; the spread is printed after it):
@@ -285,7 +286,11 @@ def main() -> int:
     ap.add_argument("--no-cost", action="store_true", help="the fake without the driver's costs")
     ap.add_argument("--json", metavar="FILE", help="also write every run's figures to FILE")
     ap.add_argument("--only", choices=["gputop", "nvitop"], default=None)
+    ap.add_argument("--starts-only", action="store_true",
+                    help="only the start-up figures (first frame, one-shot): no steady runs")
     a = ap.parse_args()
+    if a.starts_only:
+        a.runs = 0
     # Killed, it still ends the dummy processes and the tmux servers it started.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
@@ -367,9 +372,12 @@ def main() -> int:
         ("peak RSS, serve (MiB)", "rss_serve"),
         ("recording, MB per GPU-day", "mb_day"),
     ]
+    if a.starts_only:
+        rows = rows[:3]
     cost = "no per-call costs" if a.no_cost else "cost-h100-r580"
-    print(f"fake NVML 8x H100 ({cost}); median (min-max) of {a.starts} starts, "
-          f"{a.runs} steady runs of {a.duration:g} s measured from {a.warm:g} s")
+    print(f"fake NVML 8x H100 ({cost}); median (min-max) of {a.starts} starts"
+          + ("" if a.starts_only else
+             f", {a.runs} steady runs of {a.duration:g} s measured from {a.warm:g} s"))
     names = list(tools)
     width = max(len(label) for label, _ in rows)
     print(f"| {'':{width}s} | " + " | ".join(f"{n:>20s}" for n in names) + " |")

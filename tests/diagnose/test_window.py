@@ -86,3 +86,18 @@ def test_what_was_read_from_forgotten_ticks_is_forgotten() -> None:
     h.forget_before(T0 + 35)
     assert len(h) == 5
     assert [len(col) for col in h.columns.values()] == [5]
+
+
+def test_a_process_is_called_by_the_script_a_runner_module_runs() -> None:
+    def called(*argv: str) -> str:
+        p = node(1).processes[0]
+        return w.command(replace(p, cmdline=argv, name="python3"))
+
+    assert called("python3", "-m", "gputop.probe", "tools/train.py", "--lr", "3") == "train.py"
+    assert called("python", "-m", "gputop.probe", "--interval", "2", "-m", "pkg.train") == (
+        "pkg.train")
+    assert called("python", "-m", "torch.distributed.run", "--nproc-per-node", "8",
+                  "train.py") == "train.py"
+    assert called("python", "-m", "pkg.train", "-m", "x") == "pkg.train"
+    assert called("python", "-m", "gputop.probe") == "gputop.probe"
+    assert called("python", "/srv/job/train.py", "-m", "x") == "train.py"

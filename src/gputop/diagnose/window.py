@@ -340,14 +340,26 @@ def least_squares(ts: Sequence[float], vs: Sequence[float]) -> tuple[float, floa
 # -- processes -----------------------------------------------------------------------------
 
 
+# Modules that run another script or module (`python -m gputop.probe train.py`): the process is
+# called by what they run.
+RUNNERS = frozenset({"gputop.probe", "torch.distributed.run", "torch.distributed.launch",
+                     "cProfile", "profile", "pdb", "trace", "debugpy", "memray", "scalene",
+                     "py_spy", "viztracer", "coverage"})
+
+
 def command(p: ProcessSample) -> str:
     """What the user calls the process: the script or module it runs, else its name."""
     args = p.cmdline if not isinstance(p.cmdline, Missing) else ()
+    runner = None
     for i, a in enumerate(args):
         if a == "-m" and i + 1 < len(args):
-            return args[i + 1]
-        if a.endswith(".py"):
+            if args[i + 1] not in RUNNERS:
+                return args[i + 1]
+            runner = runner or args[i + 1]
+        elif a.endswith(".py"):
             return os.path.basename(a)
+    if runner is not None:
+        return runner
     if not isinstance(p.name, Missing) and p.name:
         return p.name
     return os.path.basename(args[0]) if args else "?"

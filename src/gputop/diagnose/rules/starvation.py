@@ -81,6 +81,12 @@ CRITICAL_BUSY = 30.0
 # (loading weights, compiling) leaves it at 0, but for the copies that start a checkpoint: a
 # burst the 20 s mean keeps, while the host's I/O pressure from the write would name a cause.
 WORKING_UTIL = 5.0
+# Where GPM is read (Hopper and later), its graphics activity is the exact share of time kernels
+# ran, where NVML util is a 1/6 s sample that a few ms of kernels a step can miss for many seconds:
+# a real H200 loop starved to 99 % waiting ran at 1.4 % GPM activity with NVML util at 0 for 20 s
+# and more (fixtures/nvidia/h200-train/starved). Copies do not count in it, so a checkpoint's
+# copies or a pause leave it at 0 as before.
+WORKING_GPM = 0.5
 MIN_GPU_MEM = 1 << 30  # R1 applies to a process holding >= 1 GiB ...
 # ... past its first 10 s: R1's 60 s kept start-up out, which WORKING_UTIL now does, and a run
 # starved from its first step must not wait a minute to be named.
@@ -200,9 +206,7 @@ def _outside(window: Sequence[Snapshot]) -> dict[tuple[int, int], _Outside]:
         latest = mean(busy_values(last(recent, RECENT_S), index)[1])
         if latest is not None and latest >= RECOVERED_BUSY:
             continue  # caught up: the 20 s mean still holds the stall's tail
-        if ((mean(field_values(recent, index, "util_gpu")) or 0.0) < WORKING_UTIL
-                or not any(v > 0 for v in field_values(last(recent, RECENT_S), index,
-                                                       "util_gpu"))):
+        if not _working(recent, index, metric):
             continue  # no steps at all: a pause or start-up, not a stall between steps
         history = _main_process(window, index)
         if history is None:
@@ -212,6 +216,18 @@ def _outside(window: Sequence[Snapshot]) -> dict[tuple[int, int], _Outside]:
         proc = history[-1][1].sample
         out[(index, proc.pid)] = _Outside(metric, busy, proc, _stall(recent, at), starved)
     return out
+
+
+def _working(recent: Sequence[Snapshot], index: int, metric: str) -> bool:
+    """Whether the GPU ran kernels between the waits: over the window and at some sample of the
+    last RECENT_S, by GPM where it is read, else by NVML util."""
+    lately = last(recent, RECENT_S)
+    if metric == "gr_active":
+        gr = mean(field_values(recent, index, "gr_active")) or 0.0
+        if gr >= WORKING_GPM and any(v > 0 for v in field_values(lately, index, "gr_active")):
+            return True
+    return ((mean(field_values(recent, index, "util_gpu")) or 0.0) >= WORKING_UTIL
+            and any(v > 0 for v in field_values(lately, index, "util_gpu")))
 
 
 def _inside(window: Sequence[Snapshot]) -> tuple[dict[tuple[int, int], _Wait],

@@ -123,3 +123,24 @@ def test_the_dashboards_first_frame_shows_the_gpus_before_the_host_and_diagnosti
     assert gpus["loaded"] == []  # neither the host's readers nor the diagnostics nor Textual
     assert gpus["users"] == ["Missing(reason='pending', since=None, detail='')"]
     assert "pending" not in " ".join(whole["users"])  # then redrawn with the processes' users
+
+
+# As the gputop program (main() with no argv), which a one-shot ends at once after printing.
+PROGRAM = """
+import sys
+from gputop.testing.fake_nvml import FakeNvml
+from gputop.testing.synthetic import node
+from gputop.commands.main import main
+sys.argv = ["gputop", *ARGS]
+FakeNvml([node(8, links=18)]).__enter__()
+sys.exit(main())
+"""
+
+
+def test_a_one_shot_run_as_the_program_prints_its_whole_snapshot_before_it_exits() -> None:
+    code = PROGRAM.replace("ARGS", repr(["--once", "--json"]))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)  # all of it, though stdout is a pipe (block-buffered)
+    assert len(doc["devices"]) == 8 and len(doc["links"]) == 8 * 18
+    assert r.stderr == ""

@@ -23,6 +23,7 @@ def _may_print_once(argv: Sequence[str]) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    program = argv is None  # run as the gputop command, not called from Python
     argv = list(sys.argv[1:] if argv is None else argv)
     cpu_start = None
     if _may_print_once(argv):
@@ -46,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 2
             run: Callable[[list[str]], int] = import_module(command).main
             return run(argv[1:])
-        return monitor.main(argv, cpu_start=cpu_start)
+        return monitor.main(argv, cpu_start=cpu_start, program=program)
     except GputopError as e:
         print(f"gputop: {e}", file=sys.stderr)
         return e.exit_code

@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO, TypeVar
 
 from gputop import __version__
 from gputop.commands import config
@@ -331,9 +331,11 @@ def _close_recording(writer: Any, failed: RecordingError | None) -> RecordingErr
     return failed
 
 
-def main(argv: list[str], *, cpu_start: CpuTimes | None = None) -> int:
+def main(argv: list[str], *, cpu_start: CpuTimes | None = None, program: bool = False) -> int:
     """`gputop [options]`: the dashboard, one snapshot (--once), or a recording (--record).
-    `cpu_start`: the CPU times read as gputop started, for a one-shot (commands.main)."""
+    `cpu_start`: the CPU times read as gputop started, for a one-shot (commands.main).
+    `program`: this is the gputop process itself (not a caller in Python), which a one-shot
+    ends as soon as its snapshot is out."""
     parser = build_parser()
     config.apply(parser, settings := config.load())
     args = parser.parse_args(argv)
@@ -359,5 +361,17 @@ def main(argv: list[str], *, cpu_start: CpuTimes | None = None) -> int:
     if args.record and (args.headless or not tty):
         return run_record_headless(args, sys.stderr)
     if args.once or args.json or not tty:
-        return run_once(args, sys.stdout, cpu_start)
+        code = run_once(args, sys.stdout, cpu_start)
+        if program:
+            _exit_now(code)
+        return code
     return run_dashboard(args)
+
+
+def _exit_now(code: int) -> NoReturn:
+    """Ends the process without the interpreter's teardown, which frees every object of every
+    module one by one (some 30 ms after a one-shot): the output is flushed and the GPUs were
+    closed, so nothing is left for it to do."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

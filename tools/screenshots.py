@@ -39,6 +39,7 @@ class Shot:
     keys: Sequence[str] = ()
     history: int = 90  # ticks played before `tick`, so the history graphs are full
     theme: str | None = None  # --theme
+    recording: str | None = None  # another recording than the demo, from the repository root
 
 
 # The demo's story: steady training, the input pipeline starving every GPU (ticks 130-330; the
@@ -52,6 +53,10 @@ SHOTS = (
     Shot("topology-120x40", (120, 40), 530, ("t",)),
     Shot("starved-workers-120x50", (120, 50), 300, ("s",) * 6 + ("e",)),
     Shot("dashboard-light-120x40", (120, 40), 515, theme="light"),
+    # A real H200 whose DataLoader starves it (fixtures/nvidia/h200-train/README.md), 25 s after
+    # the loop's first step.
+    Shot("h200-starved-100x26", (100, 26), 42, ("e",), history=42,
+         recording="fixtures/nvidia/h200-train/starved.jsonl.gz"),
 )
 
 
@@ -95,8 +100,8 @@ async def render(shot: Shot, snapshots: list) -> str:  # type: ignore[type-arg]
 
     played = snapshots[max(0, shot.tick - shot.history):shot.tick + 1]
     now = played[-1].time + 0.4
-    app = GputopApp(None, clock=lambda: now, table_interval=0.0, title_suffix=" (demo)",
-                    theme=shot.theme)
+    app = GputopApp(None, clock=lambda: now, table_interval=0.0,
+                    title_suffix="" if shot.recording else " (demo)", theme=shot.theme)
     async with app.run_test(size=shot.size) as pilot:
         for snap in played:
             app.apply_snapshot(snap)
@@ -121,9 +126,10 @@ def main(argv: Sequence[str]) -> int:
             print("warning: the Fira Code font is not installed; the PNGs use a fallback font",
                   file=sys.stderr)
     wanted = [s for s in SHOTS if not argv or any(a in s.name for a in argv)]
-    snapshots = read_recording(demo_path()).snapshots
+    demo = read_recording(demo_path()).snapshots
     OUT.mkdir(exist_ok=True)
     for shot in wanted:
+        snapshots = read_recording(ROOT / shot.recording).snapshots if shot.recording else demo
         svg = align_to_cells(asyncio.run(render(shot, snapshots)))
         target = OUT / f"{shot.name}.png"
         cairosvg.svg2png(bytestring=svg.encode(), write_to=str(target), output_width=PNG_WIDTH)

@@ -7,7 +7,6 @@ it costs on a real H100 with driver 580.
 
     python bench/peers_bench.py --fake /path/to/fakenvml --nvitop /path/to/venv/bin/nvitop
     python bench/peers_bench.py --duration 20 --runs 1        # quick
-    python bench/peers_bench.py --starts-only --starts 9     # first frame and one-shot only
     python bench/peers_bench.py --before /path/to/old/checkout/.venv/bin/gputop   # + a column
 
 Figures (each the median of --runs runs; the spread is printed after it):
@@ -286,11 +285,13 @@ def main() -> int:
     ap.add_argument("--no-cost", action="store_true", help="the fake without the driver's costs")
     ap.add_argument("--json", metavar="FILE", help="also write every run's figures to FILE")
     ap.add_argument("--only", choices=["gputop", "nvitop"], default=None)
-    ap.add_argument("--starts-only", action="store_true",
-                    help="only the start-up figures (first frame, one-shot): no steady runs")
+    ap.add_argument("--rows", default="start,tui,record,serve",
+                    help="which figures to measure, comma-separated: start (first frame and "
+                         "--once), tui (dashboard CPU and RSS), record, serve (default: all)")
     a = ap.parse_args()
-    if a.starts_only:
-        a.runs = 0
+    rows = set(a.rows.split(","))
+    if not rows <= {"start", "tui", "record", "serve"}:
+        ap.error(f"--rows: unknown {', '.join(sorted(rows - {'start', 'tui', 'record', 'serve'}))}")
     # Killed, it still ends the dummy processes and the tmux servers it started.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
@@ -332,7 +333,7 @@ def main() -> int:
     try:
         for cmds in tools.values():  # one unmeasured start of each: caches warm
             oneshot(cmds["once"], env)
-        for _ in range(a.starts):
+        for _ in range(a.starts if "start" in rows else 0):
             for tool, cmds in tools.items():
                 add(tool, "frame", first_frame(tool.split()[0], cmds["tui"], gpus, env))
                 wall, cpu = oneshot(cmds["once"], env)
@@ -340,6 +341,8 @@ def main() -> int:
                 add(tool, "once_cpu", cpu)
         for _ in range(a.runs):
             for tool, cmds in tools.items():
+                if "tui" not in rows:
+                    break
                 cpu, hwm = dashboard(cmds["tui"], env, a.duration, a.warm)
                 add(tool, "tui", cpu)
                 add(tool, "rss", hwm / 1024)
@@ -347,10 +350,13 @@ def main() -> int:
                 if not tool.startswith("gputop"):
                     continue
                 g = cmds["tui"]
-                cpu, hwm, mb = record(g, env, a.duration, a.warm, work, gpus)
-                add(tool, "record", cpu)
-                add(tool, "rss_record", hwm / 1024)
-                add(tool, "mb_day", mb)
+                if "record" in rows:
+                    cpu, hwm, mb = record(g, env, a.duration, a.warm, work, gpus)
+                    add(tool, "record", cpu)
+                    add(tool, "rss_record", hwm / 1024)
+                    add(tool, "mb_day", mb)
+                if "serve" not in rows:
+                    continue
                 # A poll every 5 s, PCIe throughput every 15 s: a window of whole minutes.
                 cpu, hwm = serve(g, env, a.warm + max(60.0, a.duration - a.warm), a.warm)
                 add(tool, "serve", cpu)
@@ -372,12 +378,9 @@ def main() -> int:
         ("peak RSS, serve (MiB)", "rss_serve"),
         ("recording, MB per GPU-day", "mb_day"),
     ]
-    if a.starts_only:
-        rows = rows[:3]
     cost = "no per-call costs" if a.no_cost else "cost-h100-r580"
-    print(f"fake NVML 8x H100 ({cost}); median (min-max) of {a.starts} starts"
-          + ("" if a.starts_only else
-             f", {a.runs} steady runs of {a.duration:g} s measured from {a.warm:g} s"))
+    print(f"fake NVML 8x H100 ({cost}); median (min-max) of {a.starts} starts, "
+          f"{a.runs} steady runs of {a.duration:g} s measured from {a.warm:g} s")
     names = list(tools)
     width = max(len(label) for label, _ in rows)
     print(f"| {'':{width}s} | " + " | ".join(f"{n:>20s}" for n in names) + " |")

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from gputop.commands import main as main_module
-from gputop.sources.cpu_times import CpuTimes
+from gputop.sources.cpu_start import CpuStart
 from gputop.sources.poller import Poller
 from gputop.testing.fake_nvml import FakeNvml
 from gputop.testing.synthetic import node
@@ -51,10 +51,10 @@ def test_a_one_shot_loads_no_dashboard_diagnostics_exporter_or_completion(
 
 def test_a_one_shot_measures_cpu_from_a_reading_taken_as_it_started(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    given: list[CpuTimes | None] = []
+    given: list[CpuStart | None] = []
     prime = Poller.prime
 
-    def spy(self: Poller, cpu_start: CpuTimes | None = None) -> float:
+    def spy(self: Poller, cpu_start: CpuStart | None = None) -> float:
         given.append(cpu_start)
         return prime(self, cpu_start)
 
@@ -62,7 +62,7 @@ def test_a_one_shot_measures_cpu_from_a_reading_taken_as_it_started(
     with FakeNvml([node(2)]):
         assert main_module.main(["--once"]) == 0
     (reading,) = given
-    assert isinstance(reading, CpuTimes) and reading.processes  # every process, read at start
+    assert isinstance(reading, CpuStart) and reading.processes  # every process, read at start
     assert "NVIDIA H100" in capsys.readouterr().out
 
 

@@ -222,3 +222,40 @@ def test_links_handed_again_unchanged_and_then_changed_read_back_as_written(
     got = read_recording(tmp_path / "run.gputop").snapshots
     assert [s.links for s in got] == [s.links for s in snaps]
     assert got[2].links[0].rx == 1.5e9 and got[3].links[0].tx == Missing("pending")
+
+
+def test_items_handed_again_keep_their_keys_and_write_no_patch(tmp_path: Path) -> None:
+    """A source hands the very same link objects between its slow ticks; the writer then reuses
+    their dicts and keys. Links that change, move or go away are written as any other."""
+    import dataclasses
+
+    from gputop.model import DictMemo
+    from gputop.recording.format import diff, to_record
+
+    first = node(2, links=3, time=1_800_000_000.0)
+    same = dataclasses.replace(first, time=first.time + 1)  # every link object handed again
+    moved = dataclasses.replace(same, time=same.time + 1, links=(
+        dataclasses.replace(first.links[0], rx=1.0e9),  # a new rate
+        *first.links[1:3],
+        dataclasses.replace(first.links[3], device_index=1, link=7),  # another link now
+        *first.links[4:5]))  # the last one is gone
+    memo, keys = DictMemo(), {}
+    recs = []
+    for snap in (first, same, moved):
+        recs.append(to_record(snap, memo, keys))
+        memo.next_tick()
+        assert recs[-1] == to_record(snap)
+
+    assert recs[1]["links"]["0:0"] is recs[0]["links"]["0:0"]
+    assert "links" not in diff(recs[0], recs[1])
+    assert diff(recs[1], recs[2])["links"] == {"0:0": {"rx": 1.0e9}, "1:0": None, "1:2": None,
+                                               "1:7": to_record(moved)["links"]["1:7"]}
+    path = tmp_path / "r.gputop"
+    with RecordingWriter(path) as w:
+        for snap in (first, same, moved):
+            w.write(snap)
+    back = read_recording(path).snapshots
+    assert back[:2] == [first, same]
+    # A link added by a patch is read after those it had (merge patch order).
+    assert dataclasses.replace(back[2], links=()) == dataclasses.replace(moved, links=())
+    assert sorted(back[2].links, key=str) == sorted(moved.links, key=str)

@@ -16,14 +16,13 @@ import time
 import types
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import psutil
 import pytest
 
 from gputop.model import UNSUPPORTED, JobInfo, Missing, ProcessSample
-from gputop.sources import cpu_times
-from gputop.sources.cpu_times import CoreTimes, read_cpu_times
+from gputop.sources import host
+from gputop.sources.cpu_start import CpuStart, read_cpu_start
 from gputop.sources.host import HostSource
 
 ME = os.getpid()
@@ -42,10 +41,12 @@ def gpu_process(pid: int, device: int = 0, gpu_mem: int = 2 << 30) -> ProcessSam
 
 def proc_root_with(tmp_path: Path, pid: int, cgroup: str, environ: dict[str, str] | None = None
                    ) -> str:
-    """A /proc where `pid` lives (its real stat) in the given cgroup, with the given env."""
+    """A /proc where `pid` lives (its real stat and statm) in the given cgroup, with the given
+    env."""
     d = tmp_path / str(pid)
     d.mkdir(parents=True)
-    (d / "stat").write_bytes(Path(f"/proc/{pid}/stat").read_bytes())
+    for name in ("stat", "statm"):
+        (d / name).write_bytes(Path(f"/proc/{pid}/{name}").read_bytes())
     (d / "cgroup").write_text(cgroup)
     if environ is not None:
         (d / "environ").write_bytes(b"".join(f"{k}={v}".encode() + b"\0"
@@ -216,8 +217,19 @@ def test_a_field_we_may_not_read_is_marked_no_permission_and_the_rest_is_kept() 
     assert isinstance(p.cpu_percent, float)
 
 
-def test_another_users_process_behind_a_hardened_proc_is_kept_with_no_permission() -> None:
-    class AllDenied(psutil.Process):  # as /proc mounted hidepid=1 shows another user's process
+def test_another_users_process_behind_a_hardened_proc_is_kept_with_no_permission(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # /proc mounted hidepid=1 shows another user's process, but none of its files: its stat
+    # (read here as root, who may read anything, so the refusal is played) ...
+    real_row = host.read_proc_row
+
+    def row(proc_root: str, pid: int) -> host.ProcRow | None:
+        return host.ProcRow(ppid=-1, start=-1, zombie=False) if pid == ME else \
+            real_row(proc_root, pid)
+
+    monkeypatch.setattr(host, "read_proc_row", row)
+
+    class AllDenied(psutil.Process):  # ... and what psutil reads
         @contextlib.contextmanager
         def oneshot(self) -> Iterator[None]:
             yield
@@ -252,7 +264,10 @@ def test_a_process_on_two_gpus_is_read_once_and_its_cmdline_once_per_life() -> N
     first = source.enrich(on_two, time.time())
     second = source.enrich(on_two, time.time())
 
-    assert calls == {"cmdline": 1, "cpu_percent": 2}
+    # CPU and memory come from the /proc/PID/stat each tick reads anyway, not from psutil.
+    assert calls == {"cmdline": 1}
+    assert second[0].cpu_percent == second[1].cpu_percent >= 0.0
+    assert first[0].rss == first[1].rss > 0
     assert first[0].cmdline == first[1].cmdline == second[0].cmdline
     assert [p.device_index for p in second] == [0, 1]
 
@@ -398,23 +413,18 @@ def test_the_first_sample_primes_cpu_and_the_next_one_measures_it() -> None:
     assert len(second.load_avg) == 3
 
 
-CpuTimes = collections.namedtuple(
-    "CpuTimes", "user nice system idle iowait irq softirq steal guest guest_nice")
-
-
-def test_busy_and_iowait_are_shares_of_the_time_between_two_samples() -> None:
+def test_busy_and_iowait_are_shares_of_the_time_between_two_samples(tmp_path: Path) -> None:
     # Two cores over one interval: core 0 ran 60 user + 20 system of 100 (guest time is already
     # inside user, so it must not count twice); core 1 idled 50 and waited on I/O 50.
-    ticks = iter([
-        [CpuTimes(100, 0, 100, 100, 0, 0, 0, 0, 10, 0), CpuTimes(0, 0, 0, 100, 100, 0, 0, 0, 0, 0)],
-        [CpuTimes(160, 0, 120, 120, 0, 0, 0, 0, 40, 0),
-         CpuTimes(0, 0, 0, 150, 150, 0, 0, 0, 0, 0)],
-    ])
-    fake = psutil_with(psutil.Process)
-    fake.cpu_times = lambda percpu: next(ticks)
-
-    source = HostSource(psutil_module=fake)
+    stat = tmp_path / "stat"
+    head = "cpu  1 2 3 4 5 6 7 8 9 10\n"  # the sum line: not a core
+    tail = "intr 12345 0 0\nctxt 99\nbtime 1700000000\n"
+    stat.write_text(head + "cpu0 100 0 100 100 0 0 0 0 10 0\ncpu1 0 0 0 100 100 0 0 0 0 0\n"
+                    + tail)
+    source = HostSource(proc_root=str(tmp_path))
     source.sample(time.time())
+    stat.write_text(head + "cpu0 160 0 120 120 0 0 0 0 40 0\ncpu1 0 0 0 150 150 0 0 0 0 0\n"
+                    + tail)
     h = source.sample(time.time())
 
     assert h.cpu_percent_per_core == (80.0, 0.0)
@@ -422,16 +432,41 @@ def test_busy_and_iowait_are_shares_of_the_time_between_two_samples() -> None:
     assert h.iowait_percent == 25.0
 
 
-def test_an_earlier_reading_is_the_first_sample_of_the_node() -> None:
-    # As above, the first of the two readings taken as gputop started (sources.cpu_times).
-    later = [CpuTimes(160, 0, 120, 120, 0, 0, 0, 0, 40, 0),
-             CpuTimes(0, 0, 0, 150, 150, 0, 0, 0, 0, 0)]
-    fake = psutil_with(psutil.Process)
-    fake.cpu_times = lambda percpu: later
-    early = reading(cores=(CoreTimes(100, 0, 100, 100, 0, 0, 0, 0, 10, 0),
-                               CoreTimes(0, 0, 0, 100, 100, 0, 0, 0, 0, 0)))
+def test_the_node_figures_are_those_psutil_gives() -> None:
+    source = HostSource()
+    source.sample(time.time())
+    h = source.sample(time.time())
+    vm, swap = psutil.virtual_memory(), psutil.swap_memory()
 
-    source = HostSource(psutil_module=fake)
+    assert h.mem_total == vm.total
+    assert h.mem_available == pytest.approx(vm.available, abs=64 << 20)
+    assert h.mem_used == pytest.approx(vm.total - vm.available, abs=64 << 20)
+    assert h.swap_used == pytest.approx(swap.used, abs=64 << 20)
+    assert h.cpu_count == psutil.cpu_count()
+
+
+def test_memory_is_read_from_meminfo_as_free_counts_it(tmp_path: Path) -> None:
+    (tmp_path / "meminfo").write_text(
+        "MemTotal:       16000000 kB\nMemFree:         1000000 kB\n"
+        "MemAvailable:   12000000 kB\nBuffers:          200000 kB\n"
+        "Cached:          9000000 kB\nSwapTotal:       2000000 kB\n"
+        "SwapFree:        1500000 kB\n")
+
+    h = HostSource(proc_root=str(tmp_path)).sample(time.time())
+
+    assert (h.mem_total, h.mem_available, h.mem_used, h.swap_used) == (
+        16000000 << 10, 12000000 << 10, 4000000 << 10, 500000 << 10)
+
+
+def test_an_earlier_reading_is_the_first_sample_of_the_node(tmp_path: Path) -> None:
+    # As above, the first of the two readings taken as gputop started (sources.cpu_start).
+    stat = tmp_path / "stat"
+    head = "cpu  1 2 3 4 5 6 7 8 9 10\n"
+    stat.write_text(head + "cpu0 100 0 100 100 0 0 0 0 10 0\ncpu1 0 0 0 100 100 0 0 0 0 0\n")
+    early = read_cpu_start(str(tmp_path))
+    stat.write_text(head + "cpu0 160 0 120 120 0 0 0 0 40 0\ncpu1 0 0 0 150 150 0 0 0 0 0\n")
+
+    source = HostSource(proc_root=str(tmp_path))
     source.start_from(early)
     h = source.sample(time.time())
 
@@ -440,9 +475,9 @@ def test_an_earlier_reading_is_the_first_sample_of_the_node() -> None:
     assert h.iowait_percent == 25.0
 
 
-def reading(**kw: Any) -> cpu_times.CpuTimes:
-    """A reading of sources.cpu_times taken now, of these cores and processes."""
-    return cpu_times.CpuTimes(**{"time": time.time(), "cores": (), "processes": {}, **kw})
+def reading(processes: dict[int, tuple[int, int]]) -> CpuStart:
+    """A reading of sources.cpu_start taken now, of these processes."""
+    return CpuStart(time=time.time(), stat=b"", processes=processes)
 
 
 BURN_THEN_IDLE = ("import time\nwhile time.process_time() < 0.4: pass\n"
@@ -465,7 +500,7 @@ def idle_after_work() -> Iterator[int]:
 
 def test_an_earlier_reading_gives_a_process_its_cpu_share_since_then(
         idle_after_work: int) -> None:
-    earlier = read_cpu_times()
+    earlier = read_cpu_start()
     time.sleep(0.3)
     source = HostSource()
     source.start_from(earlier)
@@ -478,7 +513,7 @@ def test_an_earlier_reading_gives_a_process_its_cpu_share_since_then(
 
 def test_an_earlier_reading_of_another_process_under_the_same_pid_is_not_taken(
         idle_after_work: int) -> None:
-    start, used = read_cpu_times().processes[idle_after_work]
+    start, used = read_cpu_start().processes[idle_after_work]
     reused = reading(processes={idle_after_work: (start + 1, used)})
     time.sleep(0.1)
     source = HostSource()
@@ -528,3 +563,51 @@ def test_new_workers_are_found_by_the_next_full_scan_and_gone_ones_at_once(
 
     _fake_stat(tmp_path, 12, 10, 900)  # PID 12 reused by a new process: scanned at once
     assert source._process_table(frozenset({10, 13}), SCAN_EVERY_S + 2)[0][12].start == 900
+
+
+def test_a_process_memory_is_what_psutil_reads_of_it(
+        trainer: tuple[psutil.Process, list[int]]) -> None:
+    parent, workers = trainer
+    pids = [parent.pid, *workers]
+
+    def psutil_rss() -> dict[int, int]:
+        return {pid: psutil.Process(pid).memory_info().rss for pid in pids}
+
+    before = psutil_rss()
+    (p,) = HostSource().enrich([gpu_process(parent.pid)], time.time())
+    after = psutil_rss()
+
+    # A process that just started may still grow between the reads.
+    ours = {p.pid: p.rss, **{c.pid: c.rss for c in p.children}}
+    assert sorted(ours) == sorted(pids)
+    for pid, rss in ours.items():
+        assert min(before[pid], after[pid]) <= rss <= max(before[pid], after[pid]), pid
+
+
+def test_between_full_scans_only_new_processes_and_the_followed_ones_are_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gputop.sources.host import FULL_SCAN_EVERY_S, SCAN_EVERY_S
+
+    _fake_stat(tmp_path, 10, 1, 500)  # the GPU process
+    _fake_stat(tmp_path, 11, 10, 600)  # its worker
+    for pid in range(100, 140):  # the rest of the node
+        _fake_stat(tmp_path, pid, 1, 100)
+    source = HostSource(proc_root=str(tmp_path))
+    source._process_table(frozenset({10}), 0.0)  # the first scan reads every process
+    read: list[int] = []
+    real_row = host.read_proc_row
+
+    def counting(proc_root: str, pid: int) -> host.ProcRow | None:
+        read.append(pid)
+        return real_row(proc_root, pid)
+
+    monkeypatch.setattr(host, "read_proc_row", counting)
+    _fake_stat(tmp_path, 12, 10, 700)  # a worker started since
+
+    table, tree = source._process_table(frozenset({10}), SCAN_EVERY_S)
+
+    assert sorted(read) == [10, 11, 12]
+    assert sorted(tree[10]) == [11, 12] and len(table) == 43
+    read.clear()
+    source._process_table(frozenset({10}), FULL_SCAN_EVERY_S)  # a full scan again
+    assert len(read) == 43

@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 
 from gputop.model import PENDING, HostSample, ProcessSample, Snapshot
-from gputop.sources.cpu_times import CpuTimes
+from gputop.sources.cpu_start import CpuStart
 from gputop.sources.nvml import NvmlSource
 from gputop.sources.poller import HOST_RATE_S, Poller
 from gputop.testing.fake_nvml import FakeNvml
@@ -29,13 +29,13 @@ class Host:
         return [ProcessSample(pid=p.pid, device_index=p.device_index, user="alice")
                 for p in processes]
 
-    def start_from(self, reading: CpuTimes) -> None:
+    def start_from(self, reading: CpuStart) -> None:
         self.calls.append("start_from")
 
 
 def test_a_reading_taken_at_start_is_the_hosts_first_and_sets_when_rates_are_ready() -> None:
     host = Host()
-    earlier = CpuTimes(time=time.time() - 0.15, cores=(), processes={})
+    earlier = CpuStart(time=time.time() - 0.15, stat=b"", processes={})
     with FakeNvml([node(2)]):
         poller = Poller([NvmlSource()], host)  # type: ignore[arg-type]
         poller.open()

@@ -125,3 +125,23 @@ def test_a_reader_failure_never_stops_the_tick(probe_dir: Path,
     source = HostSource()
     (p,) = enrich(source, now, ME)
     assert p.probe is None and "disk on fire" in source.probe_notes[0]
+
+
+def test_each_probe_directory_is_listed_once_and_only_published_files_are_opened(
+        probe_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    now = time.time()
+    put(probe_dir, json.dumps(payload(now)).encode())
+    opened: list[str] = []
+    real_open = os.open
+
+    def counting_open(path: Any, flags: int, *args: Any) -> int:
+        opened.append(str(path))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(pr.os, "open", counting_open)
+    others = {pid: os.getuid() for pid in range(4_194_401, 4_194_411)}  # publish nothing
+
+    got = pr.read_probes({ME: os.getuid(), **others}, now)
+
+    assert list(got) == [ME] and got[ME].allocated == 37 * GIB
+    assert opened == [str(probe_dir / f"{ME}.json")]

@@ -28,10 +28,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     cpu_start = None
     if _may_print_once(argv):
         # Its CPU shares are measured from this moment: the window runs while gputop loads and
-        # opens the GPUs rather than after (sources.cpu_times).
-        from gputop.sources.cpu_times import read_cpu_times
+        # opens the GPUs rather than after (sources.cpu_start).
+        from gputop.sources.cpu_start import read_cpu_start
 
-        cpu_start = read_cpu_times()
+        cpu_start = read_cpu_start()
     from gputop.commands import monitor
 
     if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (gputop --completion)

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from gputop.feeds import PolledFeed
     from gputop.model import Snapshot
     from gputop.recording.writer import RecordingWriter
-    from gputop.sources.cpu_times import CpuTimes
+    from gputop.sources.cpu_start import CpuStart
 
 T = TypeVar("T")
 ONCE_TIMEOUT_S = 30.0
@@ -137,13 +137,46 @@ class _Started:
         return self._box["value"]
 
 
+class _Repeated:
+    """`fn` run again and again in one daemon thread, each run when `call` asks for it; `call`
+    waits for it as `_Started.result` does. A recorder polls every second for days: one thread
+    for the run, not one a tick."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self._fn = fn
+        self._asked = threading.Event()
+        self._done = threading.Event()
+        self._box: dict[str, Any] = {}
+        threading.Thread(target=self._run, daemon=True, name="gputop-poll").start()
+
+    def _run(self) -> None:
+        while True:
+            self._asked.wait()
+            self._asked.clear()
+            try:
+                self._box = {"value": self._fn()}
+            except BaseException as e:  # handed to the caller's thread
+                self._box = {"error": e}
+            self._done.set()
+
+    def call(self, timeout: float) -> Any:
+        self._done.clear()
+        self._asked.set()
+        if not self._done.wait(timeout):
+            raise GputopError(f"the GPU driver did not answer within {timeout:.0f} s",
+                              hint="a GPU may be hung; check `dmesg` for Xid errors")
+        if "error" in self._box:
+            raise self._box["error"]
+        return self._box["value"]
+
+
 def _call_with_timeout(fn: Callable[[], T], timeout: float) -> T:
     """NVML calls can hang on a sick GPU; a one-shot must still end."""
     result: T = _Started(fn).result(timeout)
     return result
 
 
-def run_once(args: argparse.Namespace, out: TextIO, cpu_start: CpuTimes | None = None) -> int:
+def run_once(args: argparse.Namespace, out: TextIO, cpu_start: CpuStart | None = None) -> int:
     """One snapshot, printed. `cpu_start`: the CPU times read as gputop started, from which the
     CPU shares are measured (else from a reading taken once the GPUs are open)."""
     from gputop.ui.view.table import render
@@ -201,8 +234,9 @@ def run_record_headless(args: argparse.Namespace, err: TextIO) -> int:
     failed: RecordingError | None = None
     try:
         next_at = time.monotonic()
+        poll = _Repeated(feed.poll_once)
         while not stop.is_set() and (args.count is None or writer.ticks < args.count):
-            snap = _call_with_timeout(feed.poll_once, ONCE_TIMEOUT_S)
+            snap = poll.call(ONCE_TIMEOUT_S)
             writer.write(snap)
             for line in newly_lost(snap, lost):
                 err.write(f"gputop: {line}\n")
@@ -331,7 +365,7 @@ def _close_recording(writer: Any, failed: RecordingError | None) -> RecordingErr
     return failed
 
 
-def main(argv: list[str], *, cpu_start: CpuTimes | None = None, program: bool = False) -> int:
+def main(argv: list[str], *, cpu_start: CpuStart | None = None, program: bool = False) -> int:
     """`gputop [options]`: the dashboard, one snapshot (--once), or a recording (--record).
     `cpu_start`: the CPU times read as gputop started, for a one-shot (commands.main).
     `program`: this is the gputop process itself (not a caller in Python), which a one-shot

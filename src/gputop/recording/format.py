@@ -62,12 +62,28 @@ def _key(item: Mapping[str, Any], parts: tuple[str, ...]) -> str:
     return ":".join(str(item[p]) for p in parts)
 
 
-def to_record(snap: Snapshot, memo: DictMemo | None = None) -> dict[str, Any]:
+def to_record(snap: Snapshot, memo: DictMemo | None = None,
+              keys: dict[int, tuple[Any, str]] | None = None) -> dict[str, Any]:
+    """The record form of a Snapshot. With `memo` (a DictMemo), an object handed again keeps its
+    dict; with `keys` (kept by the caller from tick to tick), such a dict keeps its key."""
     # Merge patch uses null for "delete", so the record form has no nulls: a key that is absent
     # decodes to its default, and a missing measurement is in "unavailable".
     d = snap.to_dict(drop_nulls=True, memo=memo)
+    if keys is None:
+        for name, parts in _KEYED.items():
+            d[name] = {_key(x, parts): x for x in d.get(name) or ()}
+        return d
+    last = dict(keys)
+    keys.clear()
     for name, parts in _KEYED.items():
-        d[name] = {_key(x, parts): x for x in d.get(name) or ()}
+        keyed = {}
+        for x in d.get(name) or ():
+            hit = last.get(id(x))
+            if hit is None or hit[0] is not x:
+                hit = (x, _key(x, parts))
+            keys[id(x)] = hit
+            keyed[hit[1]] = x
+        d[name] = keyed
     return d
 
 
@@ -129,8 +145,7 @@ def diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
     for k, v in new.items():
         if k not in old:
             patch[k] = v
-        elif old[k] != v:
-            ov = old[k]
+        elif (ov := old[k]) is not v and ov != v:  # a dict handed again is the same
             patch[k] = diff(ov, v) if isinstance(ov, dict) and isinstance(v, dict) else v
     for k in old:
         if k not in new:

@@ -144,6 +144,7 @@ class RecordingWriter:
         self._keep = keep
         self._prev: dict[str, Any] | None = None
         self._memo = DictMemo()
+        self._keys: dict[int, tuple[Any, str]] = {}  # to_record's keys of the memo's dicts
         self._since_keyframe = 0
         self._broken = False
         self._deleted = 0  # segments deleted to honour `keep`
@@ -170,7 +171,7 @@ class RecordingWriter:
             raise RecordingError(f"{self.path}: recording stopped after a write error")
         # An object the source handed again unchanged keeps its dict (rounded alike again):
         # its patch is empty and the summary's decoder reuses what it built from it.
-        rec = to_record(snap, self._memo)
+        rec = to_record(snap, self._memo, self._keys)
         round_to_sensor(rec, fresh=self._memo.built)
         self._memo.next_tick()
         keyframe = self._prev is None or self._since_keyframe >= self._keyframe_every

@@ -2,9 +2,11 @@
 
 GPU sources report PIDs and GPU-side numbers only. `HostSource.enrich` adds the user, command line,
 CPU and memory of each process, its DataLoader workers (descendants with no GPU context) and the
-container, pod or Slurm job it runs in. psutil gives the per-process facts; `proc_root` gives what
-psutil does not: cgroup, environ, PSI, and the parent map (one scan per tick, because psutil's
-`children()` scans all of /proc on every call).
+container, pod or Slurm job it runs in. psutil gives the facts read once in a process's life (user,
+name, command line, start time); `proc_root` gives the rest: the CPU time of each process and
+worker from the /proc/PID/stat that the parent map is built of and its memory from statm (psutil's
+files, without its objects and calls), the node's CPU times and memory (one read of /proc/stat and
+of /proc/meminfo), cgroup, environ and PSI.
 
 NVML reports host PIDs. A PID that does not exist in our PID namespace (gputop in a container) is
 kept, with its host facts marked Missing("not_visible"), never dropped.
@@ -16,12 +18,12 @@ A process that runs `gputop.probe` publishes its allocator and training-loop num
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import os
 import re
 import socket
-import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,8 +43,8 @@ from gputop.model import (
     Val,
 )
 from gputop.safetext import encodable
-from gputop.sources.cpu_times import CpuTimes
-from gputop.sources.probe_files import ProbeSample, probe_dirs, read_probes
+from gputop.sources.cpu_start import CpuStart
+from gputop.sources.probe_files import ProbeSample, read_probes
 
 T = TypeVar("T")
 
@@ -54,10 +56,17 @@ ZOMBIE = Missing("error", detail="zombie process")
 # tick reads /proc/PID/stat of the GPU processes and the workers it knows, and nothing else. A
 # GPU process not seen before, or a PID reused, scans at once.
 SCAN_EVERY_S = 5.0
+# Those scans read only the processes started since the last; every FULL_SCAN_EVERY_S one reads
+# them all, for what a listing cannot tell: a PID reused by a new process, a worker handed to a
+# GPU process that is a child subreaper.
+FULL_SCAN_EVERY_S = 60.0
 
 # A GPU process that is really a launcher of hundreds of processes would otherwise make every
 # tick read hundreds of /proc entries; DataLoaders have a few dozen workers at most.
 MAX_CHILDREN = 128
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")  # the unit of CPU times in /proc
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 _HIDDEN_FIELDS: dict[str, Any] = {
     f: NOT_VISIBLE for f in ("user", "name", "cmdline", "cpu_percent", "rss", "create_time")
@@ -72,24 +81,25 @@ class HostSource:
         self._proc_root = proc_root
         self._ps = psutil_module if psutil_module is not None else psutil
         self._hostname = encodable(socket.gethostname())
-        self._last_cpu: list[Any] | None = None
+        self._last_cpu: list[CpuTimes] | None = None
         self._psi_unsupported: set[str] = set()
         self._tick = 0
         self._tracked: dict[tuple[int, int], _Tracked] = {}  # by (pid, start time)
         self._table: dict[int, ProcRow] = {}  # the last scan, as kept up by later ticks
         self._tree: dict[int, list[int]] = {}
         self._scanned_at = float("-inf")
-        self._start: CpuTimes | None = None  # see start_from
+        self._full_scan_at = float("-inf")
+        self._start: CpuStart | None = None  # see start_from
         # Why probe files were skipped at the latest tick: for debugging, never shown per tick.
         self.probe_notes: list[str] = []
 
-    def start_from(self, reading: CpuTimes) -> None:
-        """Takes an earlier reading (sources.cpu_times) as the previous sample: the next
+    def start_from(self, reading: CpuStart) -> None:
+        """Takes an earlier reading (sources.cpu_start) as the previous sample: the next
         `sample` gives the node's CPU shares since then, and the next `enrich` those of each
         process the reading saw (the same PID and start time); a process it did not see gets
         what it gets on first sight."""
         self._start = reading
-        self._last_cpu = list(reading.cores) or None
+        self._last_cpu = parse_cpu_times(reading.stat) or None
 
     # ------------------------------------------------------------------------------------------
     # The node
@@ -98,52 +108,62 @@ class HostSource:
         """The node now; CPU figures are for the time since the previous call."""
         ps = self._ps
         per_core, total, iowait = self._cpu_since_last_call()
-        vm = ps.virtual_memory()
+        mem = self._memory()
         return HostSample(
             hostname=self._hostname,
             cpu_count=ps.cpu_count() or len(per_core),
             cpu_percent=total,
             cpu_percent_per_core=per_core,
             iowait_percent=iowait,
-            load_avg=_call(ps.getloadavg),
-            mem_total=vm.total,
-            mem_used=vm.used,
-            mem_available=vm.available,
-            swap_used=_call(self._swap_used),
+            load_avg=_call(os.getloadavg),
+            mem_total=mem["total"],
+            mem_used=mem["used"],
+            mem_available=mem["available"],
+            swap_used=mem["swap_used"],
             psi_cpu_some=self._psi("cpu"),
             psi_io_some=self._psi("io"),
             psi_mem_some=self._psi("memory"),
         )
 
-    def _swap_used(self) -> int:
-        """SwapTotal - SwapFree of /proc/meminfo, as psutil.swap_memory().used, without the
-        read of /proc/vmstat it also does (for figures not shown): the larger part of a tick's
-        host cost."""
+    def _memory(self) -> dict[str, Val[int]]:
+        """Total, used and available memory and swap used, from one read of /proc/meminfo.
+        Available is the kernel's MemAvailable and used is total - available, as psutil 7 and
+        `free` count them; swap used is SwapTotal - SwapFree. A kernel without MemAvailable
+        (before 3.14) or one that answers 0 for it gets psutil's estimate."""
         try:
             with open(f"{self._proc_root}/meminfo", "rb") as f:
-                found = dict(line.split()[:2] for line in f if line.startswith(b"Swap"))
-            return (int(found[b"SwapTotal:"]) - int(found[b"SwapFree:"])) * 1024
-        except (OSError, KeyError, ValueError):
-            return int(self._ps.swap_memory().used)
+                kib = {}
+                for line in f:
+                    name, value = line.split()[:2]
+                    kib[name] = int(value)
+        except (OSError, ValueError) as e:
+            why = Missing("error", detail=f"meminfo: {e}")
+            return dict.fromkeys(("total", "used", "available", "swap_used"), why)
+        total = kib.get(b"MemTotal:", 0) * 1024
+        avail = kib.get(b"MemAvailable:", 0) * 1024
+        if not 0 < avail <= total:
+            vm = self._ps.virtual_memory()
+            total, avail = vm.total, vm.available
+        swap: Val[int] = Missing("unsupported")
+        if b"SwapTotal:" in kib and b"SwapFree:" in kib:
+            swap = (kib[b"SwapTotal:"] - kib[b"SwapFree:"]) * 1024
+        return {"total": total, "used": total - avail, "available": avail, "swap_used": swap}
 
     def _cpu_since_last_call(self) -> tuple[tuple[float, ...], Val[float], Val[float]]:
-        """Busy % per core and in total, and iowait %, since the previous call.
-
-        Computed from psutil.cpu_times rather than psutil.cpu_percent(interval=None): psutil keeps
-        that one's previous sample per thread, and the poller runs each tick on whichever thread
-        of asyncio's pool is free, so "since the last call" would silently mean something else.
-        """
-        times = list(self._ps.cpu_times(percpu=True))
+        """Busy % per core and in total, and iowait %, since the previous call, from the per-CPU
+        lines of /proc/stat counted as psutil counts them (guest time is inside user time)."""
+        times = read_cpu_times(self._proc_root)
         last, self._last_cpu = self._last_cpu, times
-        if last is None or len(last) != len(times):  # first call, or a CPU went on/offline
+        if last is None or not times or len(last) != len(times):
+            # first call, or a CPU went on/offline, or no /proc/stat
             return (), PENDING, PENDING
         pairs = list(zip(last, times, strict=True))
         per_core = tuple(_busy_percent(a, b) for a, b in pairs)
-        elapsed = sum(_cpu_total(b) - _cpu_total(a) for a, b in pairs)
+        elapsed = sum(b.total - a.total for a, b in pairs)
         if elapsed <= 0:
             return per_core, PENDING, PENDING
-        busy = sum(_cpu_busy(b) - _cpu_busy(a) for a, b in pairs)
-        waited = sum(_iowait(b) - _iowait(a) for a, b in pairs)
+        busy = sum(b.busy - a.busy for a, b in pairs)
+        waited = sum(b.iowait - a.iowait for a, b in pairs)
         return per_core, _percent(busy, elapsed), _percent(waited, elapsed)
 
     def _psi(self, resource: str) -> Val[float]:
@@ -186,9 +206,9 @@ class HostSource:
 
     def _process_table(self, gpu_pids: frozenset[int], now: float
                        ) -> tuple[dict[int, ProcRow], dict[int, list[int]]]:
-        """The process table and its parent -> children map: scanned whole every SCAN_EVERY_S,
-        else the last scan with the rows of the GPU processes and their known descendants read
-        again (gone ones dropped)."""
+        """The process table and its parent -> children map: scanned every SCAN_EVERY_S (see
+        `_rescan`; whole every FULL_SCAN_EVERY_S), else the last scan with the rows of the GPU
+        processes and their known descendants read again (gone ones dropped)."""
         old, tree = self._table, self._tree
         if (0 <= now - self._scanned_at < SCAN_EVERY_S and gpu_pids <= old.keys()
                 and all(old[p].start >= 0 for p in gpu_pids)):
@@ -196,35 +216,74 @@ class HostSource:
             follow = set(gpu_pids)
             for pid in gpu_pids:
                 follow.update(descendants(pid, tree, stop_at=frozenset()))
+            moved = False  # whether the parent map changed (a row's CPU time always does)
             for pid in follow:
                 row = read_proc_row(self._proc_root, pid)
                 if row is None:
                     del table[pid]
+                    moved = True
                 elif row.start != old[pid].start:
                     break  # a PID reused since the scan
                 else:
+                    was = old[pid]
+                    moved = moved or row.ppid != was.ppid or row.zombie != was.zombie
                     table[pid] = row
             else:
-                if table != old:
+                if moved:
                     tree = children_map(table)
                 self._table, self._tree = table, tree
                 return table, tree
-        self._table = read_process_table(self._proc_root)
-        self._tree = children_map(self._table)
+        scanned = None
+        if 0 <= now - self._full_scan_at < FULL_SCAN_EVERY_S:
+            scanned = self._rescan(old, tree, gpu_pids)
+        if scanned is None:
+            scanned = read_process_table(self._proc_root)
+            self._full_scan_at = now
+        self._table, self._tree = scanned, children_map(scanned)
         self._scanned_at = now
         return self._table, self._tree
+
+    def _rescan(self, old: dict[int, ProcRow], tree: dict[int, list[int]],
+                gpu_pids: frozenset[int]) -> dict[int, ProcRow] | None:
+        """The last table brought up to date at the cost of a listing of /proc: the rows of
+        the processes started since (a new worker is one of them: a process is younger than
+        its parent) and of the GPU processes and their descendants are read, those gone are
+        dropped, and the rest are kept as they were (they are not reported, and a process's
+        parent changes only when that parent dies). None when a full scan is needed: /proc
+        could not be listed, or a followed PID was reused."""
+        try:
+            live = {int(name) for name in os.listdir(self._proc_root) if name.isdigit()}
+        except OSError:
+            return None
+        table = {pid: row for pid, row in old.items() if pid in live}
+        follow = set(gpu_pids)
+        for pid in gpu_pids:
+            follow.update(descendants(pid, tree, stop_at=frozenset()))
+        for pid in (live - old.keys()) | (follow & live):
+            row = read_proc_row(self._proc_root, pid)
+            if row is None:
+                table.pop(pid, None)
+            elif pid in old and row.start != old[pid].start:
+                return None
+            else:
+                table[pid] = row
+        return table
 
     def _host_fields(self, pid: int, tick: _Tick) -> dict[str, Any]:
         try:
             t = self._track(pid, tick)
             if t is None:
                 return _HIDDEN_FIELDS
-            proc = t.proc
-            with proc.oneshot():
-                facts = t.facts or self._read_facts(t)
-                cpu = self._guard(lambda: self._cpu_percent(t, tick.now))
-                rss = self._guard(lambda: proc.memory_info().rss)
+            if t.facts is None:
+                with t.proc.oneshot():
+                    self._read_facts(t)
         except self._ps.NoSuchProcess:  # exited between the GPU poll and now
+            return _HIDDEN_FIELDS
+        facts = t.facts
+        assert facts is not None
+        row = tick.table[pid]
+        rss = self._rss(pid, row)
+        if rss is None:  # exited between the GPU poll and now
             return _HIDDEN_FIELDS
         if type(facts.uid) is int:
             tick.uids[pid] = facts.uid
@@ -233,7 +292,7 @@ class HostSource:
             "name": facts.name,
             "cmdline": facts.cmdline,
             "create_time": facts.create_time,
-            "cpu_percent": cpu,
+            "cpu_percent": self._cpu_percent(t, row, tick.now),
             "rss": rss,
             "job": facts.job,
             "children": self._children(pid, tick),
@@ -258,7 +317,7 @@ class HostSource:
             start = self._start
             seen = start.processes.get(pid) if start is not None else None
             if start is not None and seen is not None and seen[0] == row.start:
-                t.cpu_since = (start.time, seen[1])
+                t.cpu = (seen[1], start.time)  # the previous sample of _cpu_percent
         t.seen = self._tick
         return t
 
@@ -277,42 +336,44 @@ class HostSource:
         return t.facts
 
     def _probes(self, uids: Mapping[int, int], now: float) -> dict[int, ProbeStats]:
-        """The probe payloads of these processes (pid -> uid that runs it). Only the users with a
-        probe directory are asked, so a node without probes pays a stat per user and tick. A
-        rejected or unreadable file leaves the process without a probe and a line in
-        `probe_notes`; it never stops the tick."""
-        users = {uid: _has_probe_dir(uid) for uid in set(uids.values())}
-        wanted = {pid: uid for pid, uid in uids.items() if users[uid]}
-        if not wanted:
+        """The probe payloads of these processes (pid -> uid that runs it). Each user's probe
+        directories are listed once a tick and only the files listed are read, so a node without
+        probes pays a failed listing per directory and user. A rejected or unreadable file
+        leaves the process without a probe and a line in `probe_notes`; it never stops the
+        tick."""
+        if not uids:
             self.probe_notes = []
             return {}
         notes: list[str] = []
         try:
-            samples = read_probes(wanted, now, notes)
+            samples = read_probes(dict(uids), now, notes)
         except Exception as e:  # the reader should not raise; a monitor must not die of it
             notes.append(f"probe files not read: {type(e).__name__}: {e}")
             samples = {}
         self.probe_notes = notes
         return {pid: probe_stats(s) for pid, s in samples.items()}
 
-    def _cpu_percent(self, t: _Tracked, now: float) -> float:
-        """% of one core since the previous tick. On first sight there is no previous sample, so
-        report the lifetime average (what `ps` shows) rather than psutil's meaningless 0.0."""
-        since_last = t.proc.cpu_percent(interval=None)
-        if t.primed:
-            return float(since_last)
-        t.primed = True
-        if t.cpu_since is not None:  # an earlier reading of its CPU time (start_from)
-            then, used = t.cpu_since
-            ct = t.proc.cpu_times()
-            elapsed = time.time() - then
-            if elapsed > 0:
-                return round(max(0.0, 100.0 * (float(ct.user + ct.system) - used) / elapsed), 1)
-        age = now - t.proc.create_time()
-        if age <= 0:
+    def _cpu_percent(self, t: _Tracked, row: ProcRow, now: float) -> Val[float]:
+        """% of one core since the previous tick, from this tick's /proc/PID/stat, as psutil's
+        cpu_percent() counts it. On first sight there is no previous sample, so report the
+        lifetime average (what `ps` shows) rather than psutil's meaningless 0.0."""
+        if not row.readable:
+            return NO_PERMISSION
+        last, t.cpu = t.cpu, (row.cpu, now)
+        if last is not None:
+            elapsed = now - last[1]
+            if elapsed <= 0:
+                return 0.0
+            return round(100.0 * (row.cpu - last[0]) / CLOCK_TICKS / elapsed, 1)
+        created: Any = None
+        if t.facts is not None:
+            created = t.facts.create_time
+        else:
+            with contextlib.suppress(self._ps.Error):
+                created = t.proc.create_time()
+        if not isinstance(created, float) or now <= created:
             return 0.0
-        ct = t.proc.cpu_times()
-        return float(100.0 * (ct.user + ct.system) / age)
+        return float(100.0 * row.cpu / CLOCK_TICKS / (now - created))
 
     def _children(self, pid: int, tick: _Tick) -> tuple[ChildProcess, ...]:
         found = (self._child(c, tick) for c in descendants(pid, tick.tree, stop_at=tick.gpu_pids))
@@ -320,17 +381,35 @@ class HostSource:
 
     def _child(self, pid: int, tick: _Tick) -> ChildProcess | None:
         ps = self._ps
+        row = tick.table[pid]
+        if not row.readable:
+            return None  # not ours to read: not a worker to report
         try:
             t = self._track(pid, tick)
             if t is None:
                 return None
-            with t.proc.oneshot():
-                if not t.child_name:
-                    t.child_name = encodable(t.proc.name())
-                cpu = self._cpu_percent(t, tick.now)
-                return ChildProcess(pid, t.child_name, cpu, t.proc.memory_info().rss)
+            if not t.child_name:
+                t.child_name = encodable(t.proc.name())
         except (ps.NoSuchProcess, ps.AccessDenied):
             return None  # exited, died (zombie) or not ours to read: not a worker to report
+        rss = self._rss(pid, row)
+        if not isinstance(rss, int):
+            return None  # exited since
+        cpu = self._cpu_percent(t, row, tick.now)
+        return ChildProcess(pid, t.child_name, cpu if isinstance(cpu, float) else 0.0, rss)
+
+    def _rss(self, pid: int, row: ProcRow) -> Val[int] | None:
+        """Resident memory, bytes, from /proc/PID/statm as psutil reads it (/proc/PID/stat's
+        figure is the kernel's per-CPU estimate, off by up to a batch of pages per CPU). None
+        when the process is gone."""
+        if not row.readable:
+            return NO_PERMISSION
+        try:
+            return int(_read_small(f"{self._proc_root}/{pid}/statm").split()[1]) * PAGE_SIZE
+        except PermissionError:
+            return NO_PERMISSION
+        except (OSError, ValueError, IndexError):
+            return None
 
     def _guard(self, read: Callable[[], T]) -> Val[T]:
         """One attribute: a permission problem costs that field only. NoSuchProcess (the whole
@@ -351,8 +430,7 @@ class _Tracked:
 
     proc: Any  # psutil.Process
     seen: int = 0  # the last tick that saw it
-    primed: bool = False  # cpu_percent has a previous sample
-    cpu_since: tuple[float, float] | None = None  # (time.time(), user + system s) read earlier
+    cpu: tuple[int, float] | None = None  # CPU clock ticks at the previous tick, and its time
     facts: _Facts | None = None  # for GPU processes
     child_name: str = ""  # for workers
 
@@ -378,16 +456,6 @@ class _Tick:
     uids: dict[int, int] = dataclasses.field(default_factory=dict)  # visible GPU pid -> uid
 
 
-def _has_probe_dir(uid: int) -> bool:
-    for d in probe_dirs(uid):
-        try:
-            os.stat(d)
-            return True
-        except OSError:
-            continue
-    return False
-
-
 def probe_stats(s: ProbeSample) -> ProbeStats:
     """The model's view of one probe payload."""
     return ProbeStats(
@@ -403,28 +471,48 @@ def probe_stats(s: ProbeSample) -> ProbeStats:
 # CPU accounting, as psutil does it on Linux
 
 
-def _cpu_total(t: Any) -> float:
-    # guest time is already counted in user and nice
-    return float(sum(t)) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
+@dataclass(frozen=True, slots=True)
+class CpuTimes:
+    """One CPU's line of /proc/stat, in clock ticks: all of its time (guest time is already
+    counted in user and nice), the busy part (neither idle nor waiting on I/O), and iowait."""
+
+    total: int
+    busy: int
+    iowait: int
 
 
-def _iowait(t: Any) -> float:
-    return float(getattr(t, "iowait", 0.0))
+def parse_cpu_times(text: bytes) -> list[CpuTimes]:
+    """The per-CPU lines of /proc/stat (`cpuN user nice system idle iowait irq softirq steal
+    guest guest_nice`; older kernels stop earlier), not the first line, which sums them."""
+    out = []
+    for line in text.splitlines():
+        if not line.startswith(b"cpu") or line.startswith(b"cpu "):
+            continue
+        v = [int(x) for x in line.split()[1:11]]
+        v += [0] * (10 - len(v))
+        total = sum(v) - v[8] - v[9]
+        out.append(CpuTimes(total=total, busy=total - v[3] - v[4], iowait=v[4]))
+    return out
 
 
-def _cpu_busy(t: Any) -> float:
-    return float(_cpu_total(t) - t.idle - _iowait(t))
+def read_cpu_times(proc_root: str) -> list[CpuTimes]:
+    """Each online CPU's times; none when /proc/stat cannot be read."""
+    try:
+        with open(f"{proc_root}/stat", "rb") as f:
+            return parse_cpu_times(f.read())
+    except (OSError, ValueError):
+        return []
 
 
 def _percent(part: float, whole: float) -> float:
     return min(100.0, max(0.0, 100.0 * part / whole))
 
 
-def _busy_percent(before: Any, after: Any) -> float:
-    elapsed = _cpu_total(after) - _cpu_total(before)
+def _busy_percent(before: CpuTimes, after: CpuTimes) -> float:
+    elapsed = after.total - before.total
     if elapsed <= 0:
         return 0.0
-    return _percent(_cpu_busy(after) - _cpu_busy(before), elapsed)
+    return _percent(after.busy - before.busy, elapsed)
 
 
 def _call(read: Callable[[], T]) -> Val[T]:
@@ -452,11 +540,17 @@ def parse_psi_some_avg10(text: str) -> Val[float]:
 
 @dataclass(frozen=True, slots=True)
 class ProcRow:
-    """One process in /proc/PID/stat."""
+    """One process in /proc/PID/stat. A row of -1s is a process that is there but whose stat
+    may not be read (/proc mounted with hidepid=1, another user's process)."""
 
     ppid: int
     start: int  # clock ticks after boot: with the PID, the process's identity
     zombie: bool
+    cpu: int = -1  # user + system time, clock ticks
+
+    @property
+    def readable(self) -> bool:
+        return self.start >= 0
 
 
 def read_process_table(proc_root: str) -> dict[int, ProcRow]:
@@ -477,15 +571,25 @@ def read_process_table(proc_root: str) -> dict[int, ProcRow]:
 def read_proc_row(proc_root: str, pid: int) -> ProcRow | None:
     """/proc/PID/stat as a ProcRow; None when the process is gone."""
     try:
-        with open(f"{proc_root}/{pid}/stat", "rb") as f:
-            stat = f.read()
+        stat = _read_small(f"{proc_root}/{pid}/stat")
         # "pid (comm) state ppid ... starttime(22nd) ...": comm may hold spaces and ")"
         fields = stat[stat.rindex(b")") + 2:].split()
-        return ProcRow(int(fields[1]), int(fields[19]), fields[0] in (b"Z", b"X"))
+        return ProcRow(int(fields[1]), int(fields[19]), fields[0] in (b"Z", b"X"),
+                       cpu=int(fields[11]) + int(fields[12]))
     except PermissionError:  # hidepid=1: another user's process, there but unreadable
         return ProcRow(ppid=-1, start=-1, zombie=False)
     except (OSError, ValueError, IndexError):
         return None  # exited while we read
+
+
+def _read_small(path: str) -> bytes:
+    """A /proc file of at most a page, without the file object `open` builds: a full scan
+    reads one of these per process on the node."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return os.read(fd, 4096)
+    finally:
+        os.close(fd)
 
 
 def children_map(table: Mapping[int, ProcRow]) -> dict[int, list[int]]:

@@ -74,6 +74,7 @@ TOPOLOGY_LABELS = {0: "X", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS
 NVLINK_VERSIONS = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7: "5.0", 8: "6.0"}
 NVLINK_REMOTE = {0: "gpu", 1: "cpu", 2: "switch"}
 NVLINK_ERRORS = {"replay": 0, "recovery": 1, "crc_flit": 2, "crc_data": 3}
+_NVLINK_ERROR_METRICS = tuple((name, c, f"nvlink_err{name}") for name, c in NVLINK_ERRORS.items())
 MIG_INSTANCE_NONE = 0xFFFFFFFF
 MIB = 1 << 20
 EVENT_XID = 0x8  # nvmlEventTypeXidCriticalError: the event's data is the Xid number
@@ -128,6 +129,7 @@ class _Device:
     lost: Missing | None = None
     links: list[LinkSample] = field(default_factory=list)
     link_ids: list[int] = field(default_factory=list)
+    field_ids: list[tuple[int, int]] = field(default_factory=list)  # asked at each slow tick
     nvlink_prev: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
     link_rates: dict[int, dict[str, Any]] = field(default_factory=dict)  # of the last fields
     gpm_prev: Any = None
@@ -949,10 +951,13 @@ class NvmlSource:
         costs 2.7 ms: the energy counter is read here, and through that call only on a GPU
         whose fields lack it."""
         n, h = self.nvml, dev.handle
-        ids: list[tuple[int, int]] = [(FI_MEMORY_TEMP, 0), (FI_TOTAL_ENERGY, 0)]
-        ids += [(fid, 0) for fid in REASON_COUNTERS.values()]
-        for link in dev.link_ids:
-            ids += [(FI_NVLINK_DATA_TX, link), (FI_NVLINK_DATA_RX, link)]
+        ids = dev.field_ids
+        if not ids:
+            ids = [(FI_MEMORY_TEMP, 0), (FI_TOTAL_ENERGY, 0)]
+            ids += [(fid, 0) for fid in REASON_COUNTERS.values()]
+            for link in dev.link_ids:
+                ids += [(FI_NVLINK_DATA_TX, link), (FI_NVLINK_DATA_RX, link)]
+            dev.field_ids = ids
         values = dev.ask("fields", n.nvmlDeviceGetFieldValues, h, ids)
         if not _ok(values):
             for key in ("temp_mem", "throttle_time"):
@@ -960,16 +965,16 @@ class NvmlSource:
             s["energy_j"] = self._energy_call(dev)
             return
         got: dict[tuple[int, int], Any] = {}
-        for v in values:
-            fid, scope = int(v.fieldId), int(v.scopeId)
-            ret = int(v.nvmlReturn)
-            if ret == ERR_GPU_IS_LOST:
-                raise _Lost("GPU is lost")
-            if ret != 0:
-                got[(fid, scope)] = Missing(
-                    "no_permission" if ret == ERR_NO_PERMISSION else "unsupported")
+        # The answers come in the order asked, each with its own status.
+        for asked, v in zip(ids, values, strict=True):
+            ret = v.nvmlReturn
+            if ret:
+                if ret == ERR_GPU_IS_LOST:
+                    raise _Lost("GPU is lost")
+                got[asked] = Missing("no_permission" if ret == ERR_NO_PERMISSION
+                                     else "unsupported")
                 continue
-            got[(fid, scope)] = (_field_value(v), int(v.timestamp))
+            got[asked] = (_field_value(v), v.timestamp)
         mt = got.get((FI_MEMORY_TEMP, 0), UNSUPPORTED)
         s["temp_mem"] = _map(mt, lambda x: float(x[0]))
         energy = got.get((FI_TOTAL_ENERGY, 0), UNSUPPORTED)
@@ -1006,15 +1011,15 @@ class NvmlSource:
 
     def _read_link_state(self, dev: _Device) -> None:
         """Each link's state and error counters, with the rates `_read_fields` worked out."""
-        n, h = self.nvml, dev.handle
+        n, h, ask = self.nvml, dev.handle, dev.ask
+        get_state, get_errors = n.nvmlDeviceGetNvLinkState, n.nvmlDeviceGetNvLinkErrorCounter
         updated = []
         for lk in dev.links:
             rates = dev.link_rates.get(lk.link, {})
-            state = dev.ask(f"nvlink_state{lk.link}", n.nvmlDeviceGetNvLinkState, h, lk.link)
+            state = ask(f"nvlink_state{lk.link}", get_state, h, lk.link)
             errors: dict[str, int] = {}
-            for name, counter in NVLINK_ERRORS.items():
-                c = dev.ask(f"nvlink_err{name}", n.nvmlDeviceGetNvLinkErrorCounter, h, lk.link,
-                            counter)
+            for name, counter, metric in _NVLINK_ERROR_METRICS:
+                c = ask(metric, get_errors, h, lk.link, counter)
                 if _ok(c):
                     errors[name] = int(c)
             updated.append(_with_rates(lk, rates, up=_map(state, bool),

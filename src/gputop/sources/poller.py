@@ -14,7 +14,7 @@ from gputop.errors import BackendUnavailable
 from gputop.model import HostSample, Missing, ProcessSample, Snapshot, SystemInfo
 from gputop.safetext import encodable
 from gputop.sources.base import GpuSource, GpuTick, SourceInfo
-from gputop.sources.cpu_times import CpuTimes
+from gputop.sources.cpu_start import CpuStart
 
 # CPU times count in clock ticks (10 ms): over this long one tick is 5 % of a core.
 HOST_RATE_S = 0.2
@@ -82,10 +82,10 @@ class Poller:
             gputop_version=__version__,
         )
 
-    def prime(self, cpu_start: CpuTimes | None = None) -> float:
+    def prime(self, cpu_start: CpuStart | None = None) -> float:
         """Takes the first reading of every counter whose rate needs two: each source's (see
         NvmlSource.prime) and the host's CPU times, of the node and of each GPU process and its
-        workers; or, given `cpu_start` (read earlier, sources.cpu_times), takes that as the
+        workers; or, given `cpu_start` (read earlier, sources.cpu_start), takes that as the
         host's first reading. Returns the clock time from which the next poll has every rate."""
         now = self._clock()
         ready = now

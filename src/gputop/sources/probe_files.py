@@ -213,12 +213,18 @@ def _read_file(path: Path, uid: int) -> bytes | None:
     return raw
 
 
-def read_probe(pid: int, uid: int, now: float,
-               notes: list[str] | None = None) -> ProbeSample | None:
-    """The freshest valid, non-stale payload of `pid` (run by `uid`), or None."""
+def read_probe(pid: int, uid: int, now: float, notes: list[str] | None = None,
+               listed: dict[Path, frozenset[str] | None] | None = None) -> ProbeSample | None:
+    """The freshest valid, non-stale payload of `pid` (run by `uid`), or None. `listed` holds
+    the names in each directory (None where it could not be listed) when the caller listed
+    them: a file that is not there is then not looked for."""
     best: ProbeSample | None = None
+    name = f"{pid}.json"
     for d in probe_dirs(uid):
-        path = d / f"{pid}.json"
+        names = listed.get(d) if listed is not None else None
+        if names is not None and name not in names:
+            continue
+        path = d / name
         try:
             raw = _read_file(path, uid)
             if raw is None:
@@ -235,14 +241,27 @@ def read_probe(pid: int, uid: int, now: float,
     return best
 
 
+def _listing(d: Path) -> frozenset[str] | None:
+    """The names in a probe directory: empty where there is none, None where it may not be
+    listed (a directory that can be searched but not read: its files are looked for)."""
+    try:
+        return frozenset(os.listdir(d))
+    except (FileNotFoundError, NotADirectoryError):
+        return frozenset()
+    except OSError:
+        return None
+
+
 def read_probes(pids_to_uids: dict[int, int], now: float,
                 notes: list[str] | None = None) -> dict[int, ProbeSample]:
     """Probe samples of the given processes (pid -> uid that runs it); `now` is wall-clock time
     (time.time()). Files older than STALE_AFTER_S are ignored: the process hung or exited
-    without removing its file. Why a file was rejected is appended to `notes`."""
+    without removing its file. Why a file was rejected is appended to `notes`. Each directory
+    is listed once, so a process that publishes nothing costs no file system call."""
+    listed = {d: _listing(d) for uid in set(pids_to_uids.values()) for d in probe_dirs(uid)}
     out: dict[int, ProbeSample] = {}
     for pid, uid in pids_to_uids.items():
-        sample = read_probe(pid, uid, now, notes)
+        sample = read_probe(pid, uid, now, notes, listed)
         if sample is not None:
             out[pid] = sample
     return out

@@ -1,4 +1,4 @@
-"""The CPU times a one-shot reads first thing: every core's and every process's, from /proc."""
+"""The CPU times a one-shot reads first thing: /proc/stat and every process's, from /proc."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from pathlib import Path
 
 import psutil
 
-from gputop.sources.cpu_times import CoreTimes, read_cpu_times
+from gputop.sources.cpu_start import read_cpu_start
 
 HZ = os.sysconf("SC_CLK_TCK")
+STAT = b"cpu  300 0 30 900 9 0 0 0 0 0\ncpu0 100 0 10 300 3 0 0 0 50 0\nintr 12345\n"
 
 
 def stat_line(pid: int, comm: str, utime: int, stime: int, start: int) -> str:
@@ -20,12 +21,8 @@ def stat_line(pid: int, comm: str, utime: int, stime: int, start: int) -> str:
             f"{start} 1000 100 18446744073709551615\n")
 
 
-def test_cores_and_processes_are_read_in_seconds(tmp_path: Path) -> None:
-    (tmp_path / "stat").write_text(
-        "cpu  300 0 30 900 9 0 0 0 0 0\n"
-        "cpu0 100 0 10 300 3 0 0 0 50 0\n"
-        "cpu1 200 0 20 600 6 0 0 0 0 0\n"
-        "intr 12345\n")
+def test_the_node_and_every_process_are_read_in_clock_ticks(tmp_path: Path) -> None:
+    (tmp_path / "stat").write_bytes(STAT)
     for pid, comm, u, s, start in ((41, "python3", 250, 50, 1000),
                                    (42, "a (b) c)", 3, 4, 2000)):  # a name with ") " in it
         (tmp_path / str(pid)).mkdir()
@@ -34,27 +31,24 @@ def test_cores_and_processes_are_read_in_seconds(tmp_path: Path) -> None:
     (tmp_path / "self").mkdir()
 
     before = time.time()
-    r = read_cpu_times(str(tmp_path))
+    r = read_cpu_start(str(tmp_path))
 
     assert before <= r.time <= time.time()
-    assert r.cores == (CoreTimes(100 / HZ, 0, 10 / HZ, 300 / HZ, 3 / HZ, 0, 0, 0, 50 / HZ, 0),
-                       CoreTimes(200 / HZ, 0, 20 / HZ, 600 / HZ, 6 / HZ, 0, 0, 0, 0, 0))
-    assert r.processes == {41: (1000, 300 / HZ), 42: (2000, 7 / HZ)}
+    assert r.stat == STAT
+    assert r.processes == {41: (1000, 300), 42: (2000, 7)}
 
 
 def test_a_proc_without_stat_files_gives_an_empty_reading(tmp_path: Path) -> None:
-    r = read_cpu_times(str(tmp_path / "nothing"))
+    r = read_cpu_start(str(tmp_path / "nothing"))
 
-    assert r.cores == () and r.processes == {}
+    assert r.stat == b"" and r.processes == {}
 
 
 def test_the_real_proc_matches_psutil() -> None:
-    r = read_cpu_times()
-    me = psutil.Process()
-    t = me.cpu_times()
+    r = read_cpu_start()
+    t = psutil.Process().cpu_times()
 
-    assert len(r.cores) == psutil.cpu_count()
     start, used = r.processes[os.getpid()]
-    assert abs(used - (t.user + t.system)) < 0.5  # read moments apart
-    assert len(r.processes) > 1
-    assert start > 0
+    assert abs(used / HZ - (t.user + t.system)) < 0.5  # read moments apart
+    assert start > 0 and len(r.processes) > 1
+    assert r.stat.startswith(b"cpu ")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable
 
 from gputop.diagnose import Engine, Finding, default_engine
@@ -35,6 +34,8 @@ class DiagnosedFeed:
         return snap
 
     async def stream(self, interval: float) -> AsyncIterator[Snapshot]:
+        import asyncio  # here: the dashboard loads asyncio its own way (ui/no_tls.py)
+
         first = True
         async for snap in self.feed.stream(interval):
             if first:  # the first frame does not wait for the diagnostics: they follow it

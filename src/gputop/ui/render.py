@@ -114,7 +114,7 @@ def changed_spans(old: Strip | None, new: Strip) -> list[tuple[int, int]]:
     while pos < width:
         end = min(a_end, b_end)
         if a[i].style != b[j].style:
-            _add(dirty, pos, end)
+            add_run(dirty, pos, end)
         elif a_text[pos:end] != b_text[pos:end]:
             # One run from the first to the last character that differs in this stretch.
             first, last = pos, end - 1
@@ -122,7 +122,7 @@ def changed_spans(old: Strip | None, new: Strip) -> list[tuple[int, int]]:
                 first += 1
             while a_text[last] == b_text[last]:
                 last -= 1
-            _add(dirty, first, last + 1)
+            add_run(dirty, first, last + 1)
         pos = end
         if pos == a_end and i + 1 < len(a):
             i += 1
@@ -133,7 +133,9 @@ def changed_spans(old: Strip | None, new: Strip) -> list[tuple[int, int]]:
     return dirty
 
 
-def _add(runs: list[tuple[int, int]], start: int, end: int) -> None:
+def add_run(runs: list[tuple[int, int]], start: int, end: int) -> None:
+    """Appends the changed cells [start, end) to `runs` (left to right), joined to the last run
+    where that is cheaper to send (see MERGE_GAP and textual_private.installed)."""
     if runs and (start - runs[-1][1] < MERGE_GAP or not textual_private.installed()):
         runs[-1] = (runs[-1][0], end)
     else:
@@ -163,5 +165,5 @@ def border_label_spans(old: Content | None, new: Content | None,
     runs: list[tuple[int, int]] = []
     for x, (a, b) in enumerate(zip(*cells), start=1):
         if a != b:
-            _add(runs, x, x + 1)
+            add_run(runs, x, x + 1)
     return runs

@@ -12,11 +12,17 @@ cell, or at the start of its segment where a character two cells wide could be c
 this cuts what a tick sends to the terminal by more than half (bench/ui_bench.py).
 
 Textual's update class is private; `install` checks that it still has the shape this code was
-written against and otherwise leaves Textual as it is (tests/ui/test_output.py then fails)."""
+written against and otherwise leaves Textual as it is (tests/ui/test_output.py then fails).
+
+Below it, `quiet_linux_driver`: the terminal's input thread sleeps until there is input instead
+of waking ten times a second (tests/ui/test_steady.py)."""
 
 from __future__ import annotations
 
 import inspect
+import os
+import selectors
+from codecs import getincrementaldecoder
 from typing import Any
 
 from rich.cells import cell_len
@@ -97,3 +103,100 @@ def installed() -> bool:
     of changed cells on a line would resend the line from its start: widgets then repaint
     one run from the first change to the last."""
     return ChopsUpdate is not None and ChopsUpdate.render_segments is render_segments
+
+
+# ----------------------------------------------------------------------------------------------
+# An input thread that sleeps until there is input.
+#
+# Textual's LinuxDriver reads the terminal in a thread that wakes every 0.1 s whether a key came
+# or not (to time out an escape sequence, and to notice the app stopping): ten wake-ups a
+# second, each taking the interpreter's lock from the thread that draws, for as long as the
+# dashboard runs. `quiet_linux_driver` gives a LinuxDriver whose thread waits for input with no
+# timeout, except while an escape sequence is pending (then it waits as Textual does), and that
+# stopping wakes through a pipe. The loop is Textual's own otherwise.
+
+_quiet: dict[type, type] = {}
+
+
+def quiet_linux_driver(base: type) -> type | None:
+    """`base` (Textual's LinuxDriver) with an input thread that sleeps until there is input;
+    None where the driver or its parser no longer has the shape this was written for."""
+    if base in _quiet:
+        return _quiet[base]
+    try:
+        from textual._loop import loop_last
+        from textual._xterm_parser import XTermParser
+        from textual.drivers.linux_driver import LinuxDriver
+    except ImportError:  # pragma: no cover
+        return None
+    if not issubclass(base, LinuxDriver) or base.run_input_thread is not \
+            LinuxDriver.run_input_thread:
+        return None
+    parser = XTermParser(False)
+    if not hasattr(parser, "_timeout_time") or not callable(getattr(parser, "tick", None)):
+        return None
+    try:
+        if "exit_event" not in inspect.getsource(LinuxDriver.disable_input):
+            return None
+    except (OSError, TypeError):  # no source to check (a frozen install)
+        return None
+
+    class QuietLinuxDriver(base):  # type: ignore[misc]
+        _wake: tuple[int, int] | None = None
+
+        def run_input_thread(self) -> None:
+            fileno = self.fileno
+            selector = selectors.SelectSelector()
+            selector.register(fileno, selectors.EVENT_READ)
+            # Without the pipe (started some other way) it wakes as often as Textual's.
+            idle: float | None = 0.1
+            if self._wake is not None:
+                selector.register(self._wake[0], selectors.EVENT_READ)
+                idle = None
+            parser = XTermParser(self._debug)
+            decode = getincrementaldecoder("utf-8")().decode
+
+            def process(events: list[tuple[Any, int]], final: bool = False) -> None:
+                ready = [e for e in events if e[0].fd == fileno]
+                for last, (_key, mask) in loop_last(ready):
+                    if mask & selectors.EVENT_READ:
+                        data = decode(os.read(fileno, 1024 * 4), final=final and last)
+                        if not data:
+                            break
+                        for event in parser.feed(data):
+                            self.process_message(event)
+                for event in parser.tick():
+                    self.process_message(event)
+
+            try:
+                while not self.exit_event.is_set():
+                    # Input, a pending escape sequence's time running out, or the end.
+                    process(selector.select(idle if parser._timeout_time is None else 0.1))
+                selector.unregister(fileno)
+                process(selector.select(0.1), final=True)
+            finally:
+                selector.close()
+                try:
+                    for _ in parser.feed(""):
+                        pass
+                except Exception:
+                    pass
+
+        def start_application_mode(self) -> None:
+            self._wake = os.pipe()  # before Textual starts the input thread
+            super().start_application_mode()
+
+        def disable_input(self) -> None:
+            wake = self._wake
+            if wake is not None:
+                # Left unread: the thread returns from select until it sees exit_event, which
+                # Textual sets before it waits for the thread to end.
+                os.write(wake[1], b"\0")
+            super().disable_input()
+            if wake is not None:
+                self._wake = None
+                os.close(wake[0])
+                os.close(wake[1])
+
+    _quiet[base] = QuietLinuxDriver
+    return QuietLinuxDriver

@@ -36,7 +36,7 @@ from textual.widget import Widget
 from gputop.model import DeviceSample, Missing, value
 from gputop.model.memory_split import MemorySplit
 from gputop.ui import bars, memory
-from gputop.ui.render import border_label_spans, changed_spans, content_strip
+from gputop.ui.render import add_run, border_label_spans, changed_spans, content_strip
 from gputop.ui.text import safe_content
 from gputop.ui.view import format as fmt
 from gputop.ui.view import styles
@@ -234,7 +234,7 @@ class GpuCard(Widget):
         total = float(value(d.mem_total, 0) or self._scales[1])
         limit = float(value(d.power_limit, 0) or self._scales[2])
         self._scales = (100.0, total, limit)
-        width = self.size.width
+        width = self._width()
         if d != self._sample or split != self._split:
             was_lost = self._sample is None or self._sample.lost is not None
             self._sample = d
@@ -268,15 +268,31 @@ class GpuCard(Widget):
         if regions:
             self.refresh(*regions)  # one call a tick: each one costs Textual some bookkeeping
 
+    def _width(self) -> int:
+        """The content's width. `Widget.size` finds the widget on its screen each time: this
+        is called for every line of every card on every tick."""
+        return max(0, self.outer_size.width - self.styles.gutter.width)
+
     def _changed_cells(self, y: int, width: int) -> list[Region]:
         """Draw line `y` now; the cells that differ from the screen."""
         old = self._strips.get(y)
         if not self.is_mounted or not width or old is None:
             self._strips.pop(y, None)
             return [Region(0, y, max(1, width), 1)]
-        new = self._make_strip(y, width)
-        self._strips[y] = new
-        return [Region(x1, y, x2 - x1, 1) for x1, x2 in changed_spans(old, new)]
+        was = self._parts.get(y)
+        new = self._strips[y] = self._make_strip(y, width)
+        now = self._parts.get(y)
+        if (y >= len(HISTORIES) or width <= METER_WIDTH + 2 or was is None or now is None
+                or old.cell_length != width or len(was[2]) != len(now[2])):
+            return [Region(x1, y, x2 - x1, 1) for x1, x2 in changed_spans(old, new)]
+        # A meter and its graph, each compared with the part it replaces (the line on screen
+        # is made of `was`): cheaper than comparing the whole line.
+        spans = [] if was[1] is now[1] else changed_spans(was[1], now[1])
+        if was[2] != now[2]:
+            first, last = _differ(was[2], now[2])
+            start = now[1].cell_length
+            add_run(spans, start + first, start + last + 1)
+        return [Region(x1, y, x2 - x1, 1) for x1, x2 in spans]
 
     def _graph(self, y: int, width: int) -> str:
         """History line `y` as text. One new value per tick: shift the last text by one cell
@@ -311,7 +327,7 @@ class GpuCard(Widget):
                 clocks_line(d)]
 
     def render_line(self, y: int) -> Strip:
-        width = self.size.width
+        width = self._width()
         cached = self._strips.get(y)
         if cached is not None and cached.cell_length == width:
             return cached
@@ -402,10 +418,21 @@ class GpuCard(Widget):
     def on_resize(self) -> None:
         # The lines drawn at the new size are kept (a strip of another width is drawn again):
         # Textual painted them before this event arrived, and will not paint them again.
-        width = self.size.width
+        width = self._width()
         self._graphs = [self._graph(y, width) for y in range(len(HISTORIES))]
         self._set_title(width)
         self._set_legend(width)
 
     def on_click(self, event: Click) -> None:
         self.post_message(self.Clicked(self.index, event.chain))
+
+
+def _differ(old: str, new: str) -> tuple[int, int]:
+    """The first and last index where two texts of the same length differ (one graph line:
+    a character's style follows from the character)."""
+    first, last = 0, len(new) - 1
+    while old[first] == new[first]:
+        first += 1
+    while old[last] == new[last]:
+        last -= 1
+    return first, last

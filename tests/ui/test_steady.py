@@ -1,0 +1,143 @@
+"""What keeps the running dashboard light, checked as behaviour: a tick repaints every cell that
+changed (and only lines that changed), start-up's objects are set aside from the garbage
+collector once the dashboard has settled, and the input thread sleeps until there is input
+yet reads keys, a lone Esc and stops at once."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import gc
+import os
+import selectors
+import signal
+import sys
+import threading
+import time
+import tty
+from typing import Any
+
+import pytest
+from textual.geometry import Region
+
+from gputop.ui.widgets.gpu_card import HISTORIES, GpuCard
+from tests.helpers.ui import T0, make_app, node, sawtooth, series, show
+
+
+def _cells(card: GpuCard, y: int) -> list[tuple[str, Any]]:
+    return [(ch, seg.style) for seg in card.render_line(y) for ch in seg.text]
+
+
+def _covered(regions: list[Region], x: int, y: int) -> bool:
+    return any(r.y == y and r.x <= x < r.right for r in regions)
+
+
+async def test_a_tick_repaints_every_changed_cell_of_meters_and_graphs() -> None:
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        snaps = series(40, util=sawtooth)  # the graphs move every tick
+        await show(app, pilot, snaps[:39])
+        card = next(c for c in app.query(GpuCard) if c.index == 1)
+        before = [_cells(card, y) for y in range(len(HISTORIES))]
+        painted: list[Region] = []
+        original = card.refresh
+
+        def spy(*regions: Region, **kw: Any) -> Any:
+            painted.extend(regions)
+            return original(*regions, **kw)
+
+        card.refresh = spy  # type: ignore[method-assign]
+        tick = dataclasses.replace(
+            node(39, util=sawtooth, devices={1: {"power_draw": 512.0, "mem_used": 70 * 2**30}}),
+            time=T0 + 39)
+        app.apply_snapshot(tick)
+        card.refresh = original  # type: ignore[method-assign]
+        after = [_cells(card, y) for y in range(len(HISTORIES))]
+        changed = [(x, y) for y in range(len(HISTORIES))
+                   for x, (a, b) in enumerate(zip(before[y], after[y])) if a != b]
+        meter_end = 33  # the meter's cells, then the graph's
+        assert any(x < meter_end for x, _ in changed) and any(x > meter_end for x, _ in changed)
+        missed = [(x, y) for x, y in changed if not _covered(painted, x, y)]
+        assert missed == []
+        # Lines with nothing new are not repainted at all.
+        assert {r.y for r in painted} <= {y for _, y in changed}
+
+
+async def test_settling_sets_start_up_aside_from_the_collector_and_ticks_go_on() -> None:
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await show(app, pilot, series(3))
+        gc.unfreeze()
+        try:
+            app.settle()
+            assert gc.get_freeze_count() > 0
+            await show(app, pilot, [node(3, util=lambda g, t: 12.0)])
+            card = next(c for c in app.query(GpuCard) if c.index == 0)
+            assert " 12%" in "".join(seg.text for seg in card.render_line(0))
+        finally:
+            gc.unfreeze()
+
+
+async def test_the_input_thread_sleeps_until_a_key_yet_reads_keys_escape_and_stops(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from textual.drivers.linux_driver import LinuxDriver
+
+    from gputop.ui.app import GputopApp
+    from gputop.ui.textual_private import quiet_linux_driver
+
+    quiet = quiet_linux_driver(LinuxDriver)
+    assert quiet is not None and issubclass(quiet, LinuxDriver)
+    if os.environ.get("TEXTUAL_DRIVER") is None and sys.platform != "win32":
+        assert GputopApp(None).driver_class is quiet
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTSTP, signal.SIGCONT)}
+    waits: list[float | None] = []
+    select = selectors.SelectSelector.select
+
+    def counted(self: Any, timeout: float | None = None) -> Any:
+        waits.append(timeout)
+        return select(self, timeout)
+
+    monkeypatch.setattr(selectors.SelectSelector, "select", counted)
+    master, slave = os.openpty()
+    tty.setraw(slave)  # keys as they are typed, as Textual sets its terminal
+    try:
+        driver = quiet(GputopApp(None))
+        driver.fileno = slave
+        got: list[Any] = []
+        driver.process_message = got.append  # type: ignore[method-assign]
+        driver._disable_mouse_support = lambda: None  # type: ignore[method-assign]
+        driver._wake = os.pipe()
+        thread = driver._key_thread = threading.Thread(target=driver.run_input_thread,
+                                                       daemon=True)
+        thread.start()
+        os.write(master, b"q")
+        await until(lambda: any(getattr(e, "key", None) == "q" for e in got))
+        os.write(master, b"\x1b")  # a lone Esc: told apart from a sequence by its timeout
+        await until(lambda: any(getattr(e, "key", None) == "escape" for e in got))
+        await asyncio.sleep(0.2)
+        before = len(waits)
+        await asyncio.sleep(0.5)  # no key: the thread waits in one select, with no timeout
+        assert len(waits) - before <= 1 and waits[-1] is None and thread.is_alive()
+
+        def unstick() -> None:  # fails the test below instead of hanging the suite
+            driver.exit_event.set()
+            os.write(driver._wake[1], b"\0")
+
+        watchdog = threading.Timer(3.0, unstick)
+        watchdog.start()
+        started = time.monotonic()
+        driver.disable_input()
+        watchdog.cancel()
+        assert not thread.is_alive() and time.monotonic() - started < 0.5
+    finally:
+        os.close(master)
+        os.close(slave)
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+
+
+async def until(condition: Any, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.01)

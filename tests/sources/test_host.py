@@ -475,6 +475,28 @@ def test_an_earlier_reading_is_the_first_sample_of_the_node(tmp_path: Path) -> N
     assert h.iowait_percent == 25.0
 
 
+def test_gputops_own_start_is_not_the_nodes_load(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # Between the early reading and the first sample the node was busy 120 of 400 ticks; 50 of
+    # them were gputop's own start (imports, opening the GPUs).
+    stat = tmp_path / "stat"
+    stat.write_text("cpu0 100 0 100 100 0 0 0 0 0 0\ncpu1 0 0 0 100 0 0 0 0 0 0\n")
+    early = read_cpu_start(str(tmp_path))
+    early.processes[os.getpid()] = (1, 1000)
+    stat.write_text("cpu0 160 0 120 220 0 0 0 0 0 0\ncpu1 40 0 0 260 0 0 0 0 0 0\n")
+    monkeypatch.setattr(host, "_own_cpu_ticks", lambda: 1050)
+
+    source = HostSource(proc_root=str(tmp_path))
+    source.start_from(early)
+    first = source.sample(time.time())
+    stat.write_text("cpu0 260 0 120 320 0 0 0 0 0 0\ncpu1 40 0 0 460 0 0 0 0 0 0\n")
+    second = source.sample(time.time())
+
+    assert first.cpu_percent == 100.0 * (120 - 50) / 400
+    assert first.cpu_percent_per_core == (40.0, 20.0)  # a core's share keeps it
+    assert second.cpu_percent == 25.0  # from then on, as any tick: gputop's own time counts
+
+
 def reading(processes: dict[int, tuple[int, int]]) -> CpuStart:
     """A reading of sources.cpu_start taken now, of these processes."""
     return CpuStart(time=time.time(), stat=b"", processes=processes)

@@ -90,6 +90,7 @@ class HostSource:
         self._scanned_at = float("-inf")
         self._full_scan_at = float("-inf")
         self._start: CpuStart | None = None  # see start_from
+        self._own_at_start: int | None = None  # gputop's own CPU ticks at that reading
         # Why probe files were skipped at the latest tick: for debugging, never shown per tick.
         self.probe_notes: list[str] = []
 
@@ -100,6 +101,8 @@ class HostSource:
         what it gets on first sight."""
         self._start = reading
         self._last_cpu = parse_cpu_times(reading.stat) or None
+        own = reading.processes.get(os.getpid())
+        self._own_at_start = own[1] if own is not None else None
 
     # ------------------------------------------------------------------------------------------
     # The node
@@ -163,6 +166,12 @@ class HostSource:
         if elapsed <= 0:
             return per_core, PENDING, PENDING
         busy = sum(b.busy - a.busy for a, b in pairs)
+        own, self._own_at_start = self._own_at_start, None
+        if own is not None:
+            # The window from an early reading (start_from) holds gputop's own start: imports,
+            # opening the GPUs. The node's share is the rest's (on a 2-core machine the start
+            # alone reads as 40 points); a core's share cannot be told apart and keeps it.
+            busy = max(busy - max(_own_cpu_ticks() - own, 0), 0)
         waited = sum(b.iowait - a.iowait for a, b in pairs)
         return per_core, _percent(busy, elapsed), _percent(waited, elapsed)
 
@@ -493,6 +502,12 @@ def parse_cpu_times(text: bytes) -> list[CpuTimes]:
         total = sum(v) - v[8] - v[9]
         out.append(CpuTimes(total=total, busy=total - v[3] - v[4], iowait=v[4]))
     return out
+
+
+def _own_cpu_ticks() -> int:
+    """This process's user + system CPU time, in clock ticks as /proc counts them."""
+    t = os.times()
+    return round((t.user + t.system) * os.sysconf("SC_CLK_TCK"))
 
 
 def read_cpu_times(proc_root: str) -> list[CpuTimes]:

@@ -22,6 +22,7 @@ import pytest
 
 from gputop.model import UNSUPPORTED, JobInfo, Missing, ProcessSample
 from gputop.sources import host
+from gputop.sources.cpu_start import CpuStart, read_cpu_start
 from gputop.sources.host import HostSource
 
 ME = os.getpid()
@@ -455,6 +456,93 @@ def test_memory_is_read_from_meminfo_as_free_counts_it(tmp_path: Path) -> None:
 
     assert (h.mem_total, h.mem_available, h.mem_used, h.swap_used) == (
         16000000 << 10, 12000000 << 10, 4000000 << 10, 500000 << 10)
+
+
+def test_an_earlier_reading_is_the_first_sample_of_the_node(tmp_path: Path) -> None:
+    # As above, the first of the two readings taken as gputop started (sources.cpu_start).
+    stat = tmp_path / "stat"
+    head = "cpu  1 2 3 4 5 6 7 8 9 10\n"
+    stat.write_text(head + "cpu0 100 0 100 100 0 0 0 0 10 0\ncpu1 0 0 0 100 100 0 0 0 0 0\n")
+    early = read_cpu_start(str(tmp_path))
+    stat.write_text(head + "cpu0 160 0 120 120 0 0 0 0 40 0\ncpu1 0 0 0 150 150 0 0 0 0 0\n")
+
+    source = HostSource(proc_root=str(tmp_path))
+    source.start_from(early)
+    h = source.sample(time.time())
+
+    assert h.cpu_percent_per_core == (80.0, 0.0)
+    assert h.cpu_percent == 40.0
+    assert h.iowait_percent == 25.0
+
+
+def test_gputops_own_start_is_not_the_nodes_load(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # Between the early reading and the first sample the node was busy 120 of 400 ticks; 50 of
+    # them were gputop's own start (imports, opening the GPUs).
+    stat = tmp_path / "stat"
+    stat.write_text("cpu0 100 0 100 100 0 0 0 0 0 0\ncpu1 0 0 0 100 0 0 0 0 0 0\n")
+    early = read_cpu_start(str(tmp_path))
+    early.processes[os.getpid()] = (1, 1000)
+    stat.write_text("cpu0 160 0 120 220 0 0 0 0 0 0\ncpu1 40 0 0 260 0 0 0 0 0 0\n")
+    monkeypatch.setattr(host, "_own_cpu_ticks", lambda: 1050)
+
+    source = HostSource(proc_root=str(tmp_path))
+    source.start_from(early)
+    first = source.sample(time.time())
+    stat.write_text("cpu0 260 0 120 320 0 0 0 0 0 0\ncpu1 40 0 0 460 0 0 0 0 0 0\n")
+    second = source.sample(time.time())
+
+    assert first.cpu_percent == 100.0 * (120 - 50) / 400
+    assert first.cpu_percent_per_core == (40.0, 20.0)  # a core's share keeps it
+    assert second.cpu_percent == 25.0  # from then on, as any tick: gputop's own time counts
+
+
+def reading(processes: dict[int, tuple[int, int]]) -> CpuStart:
+    """A reading of sources.cpu_start taken now, of these processes."""
+    return CpuStart(time=time.time(), stat=b"", processes=processes)
+
+
+BURN_THEN_IDLE = ("import time\nwhile time.process_time() < 0.4: pass\n"
+                  "print('idle', flush=True)\ntime.sleep(60)\n")
+
+
+@pytest.fixture()
+def idle_after_work() -> Iterator[int]:
+    """A process that used 0.4 s of CPU and now sleeps: its lifetime average is far from 0 %,
+    its share of the last moments is 0 %."""
+    proc = subprocess.Popen([sys.executable, "-c", BURN_THEN_IDLE], stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "idle\n"
+        yield proc.pid
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_an_earlier_reading_gives_a_process_its_cpu_share_since_then(
+        idle_after_work: int) -> None:
+    earlier = read_cpu_start()
+    time.sleep(0.3)
+    source = HostSource()
+    source.start_from(earlier)
+    (since_reading,) = source.enrich([gpu_process(idle_after_work)], time.time())
+    (first_sight,) = HostSource().enrich([gpu_process(idle_after_work)], time.time())
+
+    assert since_reading.cpu_percent < 5  # it slept all along
+    assert first_sight.cpu_percent > 5  # without the reading: its lifetime average
+
+
+def test_an_earlier_reading_of_another_process_under_the_same_pid_is_not_taken(
+        idle_after_work: int) -> None:
+    start, used = read_cpu_start().processes[idle_after_work]
+    reused = reading(processes={idle_after_work: (start + 1, used)})
+    time.sleep(0.1)
+    source = HostSource()
+    source.start_from(reused)
+    (p,) = source.enrich([gpu_process(idle_after_work)], time.time())
+
+    assert p.cpu_percent > 5  # its lifetime average, not the 0 % since the other's reading
 
 
 def wait_for(condition, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]

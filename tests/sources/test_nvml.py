@@ -255,6 +255,40 @@ def test_gpm_is_off_on_pre_hopper_gpus_and_pcie_falls_back_to_throughput() -> No
     assert fake.calls["nvmlDeviceGetPcieThroughput"] == 4
 
 
+def test_in_the_background_the_first_poll_has_process_use_pending_then_measured() -> None:
+    # The dashboard's first poll does not wait for the slow calls: a process's SM use is not
+    # known yet, which is not 0 %.
+    snaps = [node(2, time=1000.0 + t) for t in range(3)]
+    with FakeNvml(snaps) as fake:
+        src = NvmlSource(background=True)
+        src.open()
+        first = src.poll(1000.0)
+        assert src._slow_thread is not None
+        src._slow_thread.join()
+        fake.advance()
+        second = src.poll(1001.0)
+        src.close()
+    assert {(p.sm_util, p.mem_util) for p in first.processes} == {(Missing("pending"),) * 2}
+    assert {(p.sm_util, p.mem_util) for p in second.processes} == {(80.0, 25.0)}
+
+
+def test_the_first_slow_tick_after_prime_has_pcie_throughput_and_the_rest() -> None:
+    # Before Hopper, no GPM: PCIe traffic comes from the blocking throughput call.
+    snaps = [node(2, time=1000.0 + t, sm_active=Missing("unsupported"),
+                  gr_active=Missing("unsupported")) for t in range(2)]
+    with FakeNvml(snaps) as fake:
+        src = NvmlSource()
+        src.open()
+        src.prime(1000.0)
+        tick = src.poll(1000.2)
+        src.close()
+    for d in tick.devices:
+        assert d.pcie_rx == pytest.approx(snaps[0].devices[d.index].pcie_rx, rel=1e-3)
+        assert d.power_limit == snaps[0].devices[d.index].power_limit
+        assert d.clock_sm_max == snaps[0].devices[d.index].clock_sm_max
+    assert fake.calls["nvmlDeviceGetPcieThroughput"] == 2 * 2  # tx and rx of each GPU, once
+
+
 def test_slow_metrics_are_read_on_the_slow_cadence_only() -> None:
     snaps = series(10)
     with FakeNvml(snaps) as fake:

@@ -9,14 +9,31 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib import import_module
 
-from gputop.commands import COMMANDS, monitor
+from gputop.commands import COMMANDS
 from gputop.errors import GputopError
 
 EXIT_INTERRUPTED = 130
+ONE_SHOT_FLAGS = ("--o", "--j")  # --once, --json and what argparse takes for them (--on, --js)
+
+
+def _may_print_once(argv: Sequence[str]) -> bool:
+    """Whether `gputop ARGV` may print one snapshot and exit (--once, --json, no terminal)."""
+    return (not argv or argv[0].startswith("-")) and (
+        any(a.startswith(ONE_SHOT_FLAGS) for a in argv) or not sys.stdout.isatty())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    program = argv is None  # run as the gputop command, not called from Python
     argv = list(sys.argv[1:] if argv is None else argv)
+    cpu_start = None
+    if _may_print_once(argv):
+        # Its CPU shares are measured from this moment: the window runs while gputop loads and
+        # opens the GPUs rather than after (sources.cpu_start).
+        from gputop.sources.cpu_start import read_cpu_start
+
+        cpu_start = read_cpu_start()
+    from gputop.commands import monitor
+
     if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (gputop --completion)
         from gputop.commands.complete import complete
 
@@ -30,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 2
             run: Callable[[list[str]], int] = import_module(command).main
             return run(argv[1:])
-        return monitor.main(argv)
+        return monitor.main(argv, cpu_start=cpu_start, program=program)
     except GputopError as e:
         print(f"gputop: {e}", file=sys.stderr)
         return e.exit_code

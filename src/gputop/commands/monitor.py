@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO, TypeVar
 
 from gputop import __version__
 from gputop.commands import config
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from gputop.feeds import PolledFeed
     from gputop.model import Snapshot
     from gputop.recording.writer import RecordingWriter
+    from gputop.sources.cpu_start import CpuStart
 
 T = TypeVar("T")
 ONCE_TIMEOUT_S = 30.0
@@ -175,7 +176,9 @@ def _call_with_timeout(fn: Callable[[], T], timeout: float) -> T:
     return result
 
 
-def run_once(args: argparse.Namespace, out: TextIO) -> int:
+def run_once(args: argparse.Namespace, out: TextIO, cpu_start: CpuStart | None = None) -> int:
+    """One snapshot, printed. `cpu_start`: the CPU times read as gputop started, from which the
+    CPU shares are measured (else from a reading taken once the GPUs are open)."""
     from gputop.ui.view.table import render
 
     if args.demo:
@@ -188,9 +191,9 @@ def run_once(args: argparse.Namespace, out: TextIO) -> int:
         poller = live_poller(args.devices)
         try:
             # Rates need two readings of their counters: the first is taken now and the second
-            # by the poll, with no poll in between; the wait is the host's CPU share's (0.2 s),
-            # and the first slow tick runs in it.
-            ready = _call_with_timeout(poller.prime, ONCE_TIMEOUT_S)
+            # by the poll, with no poll in between. The wait is the host's CPU share's (0.2 s
+            # from `cpu_start`, which it mostly is already), and the first slow tick runs in it.
+            ready = _call_with_timeout(lambda: poller.prime(cpu_start), ONCE_TIMEOUT_S)
             time.sleep(max(0.0, ready - time.time()))
             snap = _call_with_timeout(poller.poll_once, ONCE_TIMEOUT_S)
         finally:
@@ -275,23 +278,32 @@ def newly_lost(snap: Snapshot, known: set[int]) -> list[str]:
 def run_dashboard(args: argparse.Namespace) -> int:
     # Textual takes a good part of a second to load. So the GPUs are opened and polled first (in
     # a thread: a sick GPU can hang a call), and that poll is drawn at once as a plain table on
-    # the alternate screen; the dashboard then replaces it with the same snapshot. The
-    # diagnostics load in that thread while Textual loads here.
+    # the alternate screen: its GPUs as soon as NVML has answered, then its processes' users,
+    # commands and CPU once the host is read. The dashboard then replaces it with the same
+    # snapshot. The diagnostics load in that thread, after the poll, while Textual loads here.
     polled = threading.Event()
-    first: list[Snapshot] = []
+    plain: list[bool] = []  # whether a plain frame is on the screen (once one was drawn)
+
+    def draw(snap: Snapshot) -> None:
+        if not plain:
+            plain.append(_draw_plain_frame(snap, sys.stdout))
+        elif plain[0]:
+            _draw_plain_frame(snap, sys.stdout)
+        polled.set()
 
     def start() -> tuple[PolledFeed, Any]:
-        from gputop.diagnose import default_engine
-
         if args.demo:
             from gputop.feeds.playback import demo_feed
 
             polled.set()
+            from gputop.diagnose import default_engine
+
             return demo_feed(args.interval, args.devices), default_engine()
         poller = live_poller(args.devices, background=True)
         try:
-            first.append(poller.poll_ahead())
-            polled.set()
+            draw(poller.poll_ahead(on_gpus=draw))
+            from gputop.diagnose import default_engine
+
             return poller, default_engine()
         except BaseException:
             poller.close()
@@ -301,7 +313,6 @@ def run_dashboard(args: argparse.Namespace) -> int:
 
     started = _Started(start)
     polled.wait(ONCE_TIMEOUT_S)
-    plain = bool(first) and _draw_plain_frame(first[0], sys.stdout)
     try:
         from gputop.feeds.diagnosed import DiagnosedFeed
         from gputop.feeds.tee import RecordingTee
@@ -318,7 +329,7 @@ def run_dashboard(args: argparse.Namespace) -> int:
                 raise
             feed = tee = RecordingTee(feed, writer)
     except BaseException:
-        if plain:
+        if plain and plain[0]:
             _leave_plain_frame(sys.stdout)
         raise
     from gputop.diagnose import default_engine  # loaded by `start` already
@@ -354,8 +365,11 @@ def _close_recording(writer: Any, failed: RecordingError | None) -> RecordingErr
     return failed
 
 
-def main(argv: list[str]) -> int:
-    """`gputop [options]`: the dashboard, one snapshot (--once), or a recording (--record)."""
+def main(argv: list[str], *, cpu_start: CpuStart | None = None, program: bool = False) -> int:
+    """`gputop [options]`: the dashboard, one snapshot (--once), or a recording (--record).
+    `cpu_start`: the CPU times read as gputop started, for a one-shot (commands.main).
+    `program`: this is the gputop process itself (not a caller in Python), which a one-shot
+    ends as soon as its snapshot is out."""
     parser = build_parser()
     config.apply(parser, settings := config.load())
     args = parser.parse_args(argv)
@@ -381,5 +395,17 @@ def main(argv: list[str]) -> int:
     if args.record and (args.headless or not tty):
         return run_record_headless(args, sys.stderr)
     if args.once or args.json or not tty:
-        return run_once(args, sys.stdout)
+        code = run_once(args, sys.stdout, cpu_start)
+        if program:
+            _exit_now(code)
+        return code
     return run_dashboard(args)
+
+
+def _exit_now(code: int) -> NoReturn:
+    """Ends the process without the interpreter's teardown, which frees every object of every
+    module one by one (some 30 ms after a one-shot): the output is flushed and the GPUs were
+    closed, so nothing is left for it to do."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

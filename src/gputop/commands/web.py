@@ -8,7 +8,6 @@ xterm.js. The child sees `GPUTOP_WEB` and runs its dashboard although its stdout
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
@@ -43,6 +42,8 @@ def serve(argv: Sequence[str], address: tuple[str, int], title: str, err: TextIO
             err.flush()
 
     os.environ[WEB_ENV] = "1"  # the children inherit it
+    import shlex  # only here: every start of gputop imports this module
+
     command = shlex.join([sys.executable, "-m", "gputop", *argv])
     server = GputopServer(command, host=host, port=port, title=title, public_url=url)
     try:

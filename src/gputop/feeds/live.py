@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from gputop.errors import BackendUnavailable
 from gputop.sources.base import GpuSource
 from gputop.sources.poller import Poller
+
+if TYPE_CHECKING:
+    from gputop.model import HostSample, ProcessSample
+    from gputop.sources.host import HostSource
 
 
 def live_poller(devices: set[int] | None = None, *, slow_interval: float = 5.0,
                 background: bool = False) -> Poller:
     """A Poller over every GPU backend this machine may have, and the host. With `background`,
     a poll does not wait for the slow NVML calls (the dashboard)."""
-    from gputop.sources.host import HostSource
     from gputop.sources.nvml import NvmlSource
 
     sources: list[GpuSource] = [NvmlSource(slow_interval=slow_interval, background=background)]
@@ -25,7 +29,7 @@ def live_poller(devices: set[int] | None = None, *, slow_interval: float = 5.0,
         pass
     else:
         sources.append(AmdSource(slow_interval=slow_interval))
-    poller = Poller(sources, HostSource(), devices=devices)
+    poller = Poller(sources, HostLater(), devices=devices)
     try:
         poller.open()
     except BackendUnavailable as e:
@@ -51,3 +55,31 @@ def no_gpu_error(top: BackendUnavailable,
                          "(sudo modprobe amdgpu), or give the container /dev/kfd and /dev/dri")
     parts.append("to see gputop without a GPU: gputop --demo")
     return BackendUnavailable("; ".join(parts))
+
+
+class HostLater:
+    """The host's source (sources.host.HostSource), loaded when first asked: psutil and the /proc
+    readers are not needed before the GPUs' part of the first poll, which the dashboard draws
+    at once (Poller.poll_once's `on_gpus`)."""
+
+    def __init__(self) -> None:
+        self._host: HostSource | None = None
+
+    @property
+    def source(self) -> HostSource:
+        if self._host is None:
+            from gputop.sources.host import HostSource
+
+            self._host = HostSource()
+        return self._host
+
+    def sample(self, now: float) -> HostSample:
+        return self.source.sample(now)
+
+    def enrich(self, processes: Sequence[ProcessSample], now: float) -> list[ProcessSample]:
+        return self.source.enrich(processes, now)
+
+    def __getattr__(self, name: str) -> Any:  # probe_notes, start_from
+        if name.startswith("__"):  # copy, pickle: not the source's
+            raise AttributeError(name)
+        return getattr(self.source, name)

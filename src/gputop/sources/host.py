@@ -43,6 +43,7 @@ from gputop.model import (
     Val,
 )
 from gputop.safetext import encodable
+from gputop.sources.cpu_start import CpuStart
 from gputop.sources.probe_files import ProbeSample, read_probes
 
 T = TypeVar("T")
@@ -88,8 +89,20 @@ class HostSource:
         self._tree: dict[int, list[int]] = {}
         self._scanned_at = float("-inf")
         self._full_scan_at = float("-inf")
+        self._start: CpuStart | None = None  # see start_from
+        self._own_at_start: int | None = None  # gputop's own CPU ticks at that reading
         # Why probe files were skipped at the latest tick: for debugging, never shown per tick.
         self.probe_notes: list[str] = []
+
+    def start_from(self, reading: CpuStart) -> None:
+        """Takes an earlier reading (sources.cpu_start) as the previous sample: the next
+        `sample` gives the node's CPU shares since then, and the next `enrich` those of each
+        process the reading saw (the same PID and start time); a process it did not see gets
+        what it gets on first sight."""
+        self._start = reading
+        self._last_cpu = parse_cpu_times(reading.stat) or None
+        own = reading.processes.get(os.getpid())
+        self._own_at_start = own[1] if own is not None else None
 
     # ------------------------------------------------------------------------------------------
     # The node
@@ -153,6 +166,12 @@ class HostSource:
         if elapsed <= 0:
             return per_core, PENDING, PENDING
         busy = sum(b.busy - a.busy for a, b in pairs)
+        own, self._own_at_start = self._own_at_start, None
+        if own is not None:
+            # The window from an early reading (start_from) holds gputop's own start: imports,
+            # opening the GPUs. The node's share is the rest's (on a 2-core machine the start
+            # alone reads as 40 points); a core's share cannot be told apart and keeps it.
+            busy = max(busy - max(_own_cpu_ticks() - own, 0), 0)
         waited = sum(b.iowait - a.iowait for a, b in pairs)
         return per_core, _percent(busy, elapsed), _percent(waited, elapsed)
 
@@ -188,6 +207,7 @@ class HostSource:
         probes = self._probes(tick.uids, now)
         out = [dataclasses.replace(p, **fields_by_pid[p.pid], probe=probes.get(p.pid))
                for p in processes]
+        self._start = None  # its processes had their first share
         # Whatever was not seen this tick has exited (or left the GPU): forget it, so the cache
         # stays as small as the process list.
         self._tracked = {k: t for k, t in self._tracked.items() if t.seen == self._tick}
@@ -303,6 +323,10 @@ class HostSource:
                 t = self._tracked[key] = _Tracked(self._ps.Process(pid))
             except self._ps.NoSuchProcess:
                 return None
+            start = self._start
+            seen = start.processes.get(pid) if start is not None else None
+            if start is not None and seen is not None and seen[0] == row.start:
+                t.cpu = (seen[1], start.time)  # the previous sample of _cpu_percent
         t.seen = self._tick
         return t
 
@@ -478,6 +502,12 @@ def parse_cpu_times(text: bytes) -> list[CpuTimes]:
         total = sum(v) - v[8] - v[9]
         out.append(CpuTimes(total=total, busy=total - v[3] - v[4], iowait=v[4]))
     return out
+
+
+def _own_cpu_ticks() -> int:
+    """This process's user + system CPU time, in clock ticks as /proc counts them."""
+    t = os.times()
+    return round((t.user + t.system) * os.sysconf("SC_CLK_TCK"))
 
 
 def read_cpu_times(proc_root: str) -> list[CpuTimes]:

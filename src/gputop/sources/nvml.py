@@ -36,6 +36,7 @@ from typing import Any
 
 from gputop.errors import BackendUnavailable, DriverMismatch
 from gputop.model import (
+    PENDING,
     UNSUPPORTED,
     DeviceSample,
     LinkSample,
@@ -140,7 +141,8 @@ class _Device:
     gpm_prev_time: float = 0.0
     gpm_pcie: bool = False  # GPM gave PCIe traffic on the last slow tick
     proc_util_seen: int = 0
-    proc_util: dict[int, tuple[float, float]] | Missing = field(default_factory=dict)
+    # pid -> (SM %, memory %) of the last slow tick; pending until the first one has read them
+    proc_util: dict[int, tuple[float, float]] | Missing = PENDING
     mig_handles: list[tuple[Any, int, int]] = field(default_factory=list)
     proc_room: dict[str, int] = field(default_factory=dict)  # see _running_processes
     link_state_at: float = float("-inf")  # when its links' state and errors were last read
@@ -710,6 +712,15 @@ class NvmlSource:
         """Every GPU's slow fields (without the counters of `_read_counters` if not `counters`).
         The blocking PCIe throughput calls (20 ms each) run for all GPUs at once, each GPU in a
         thread of its own: they wait, they do not compute."""
+        due = not 0 <= now - self._last_pcie < max(self.slow_interval, PCIE_THROUGHPUT_EVERY_S)
+        if due:
+            self._last_pcie = now
+        ahead = None
+        if not counters and due and self.pcie_throughput:
+            # The first slow tick (prime read GPM already, so the GPUs without GPM's PCIe
+            # traffic are known): their 20 ms samples are taken while the rest is read.
+            ahead = self._sample_pcie([d for d in self.devices
+                                       if d.lost is None and not d.gpm_pcie], now)
         pcie = []
         for dev in self.devices:
             if dev.lost is not None:
@@ -721,21 +732,30 @@ class NvmlSource:
                 continue
             if not dev.gpm_pcie and self.pcie_throughput:
                 pcie.append(dev)
-        if not 0 <= now - self._last_pcie < max(self.slow_interval, PCIE_THROUGHPUT_EVERY_S):
-            self._last_pcie = now
-        else:
-            pcie = []
-        if len(pcie) == 1:
-            self._read_pcie(pcie[0], now)
-        elif pcie:
-            threads = [threading.Thread(target=self._read_pcie, args=(dev, now), daemon=True,
-                                        name="gputop-nvml-pcie") for dev in pcie]
-            for t in threads:
-                t.start()
+        if ahead is not None:
+            ahead()
+        elif due and pcie:
+            self._sample_pcie(pcie, now)()
+
+    def _sample_pcie(self, devs: list[_Device], now: float) -> Callable[[], None]:
+        """Starts the PCIe throughput samples of `devs`, a thread a GPU; the function returned
+        waits for them and adds them to each GPU's slow fields."""
+        got: dict[int, dict[str, Any]] = {}
+        threads = [threading.Thread(target=self._read_pcie, args=(dev, now, got), daemon=True,
+                                    name="gputop-nvml-pcie") for dev in devs]
+        for t in threads:
+            t.start()
+
+        def finish() -> None:
             for t in threads:
                 t.join()
+            for dev in devs:
+                if dev.index in got and dev.lost is None:
+                    dev.slow = {**dev.slow, **got[dev.index]}
 
-    def _read_pcie(self, dev: _Device, now: float) -> None:
+        return finish
+
+    def _read_pcie(self, dev: _Device, now: float, into: dict[int, dict[str, Any]]) -> None:
         n, h = self.nvml, dev.handle
         got = {}
         try:
@@ -745,7 +765,7 @@ class NvmlSource:
         except _Lost as e:
             self._lose(dev, now, str(e))
             return
-        dev.slow = {**dev.slow, **got}
+        into[dev.index] = got
 
     def _lose(self, dev: _Device, now: float, why: str) -> None:
         """Marks a GPU lost outside a poll; the next poll says so."""

@@ -14,6 +14,7 @@ from gputop.errors import BackendUnavailable
 from gputop.model import HostSample, Missing, ProcessSample, Snapshot, SystemInfo
 from gputop.safetext import encodable
 from gputop.sources.base import GpuSource, GpuTick, SourceInfo
+from gputop.sources.cpu_start import CpuStart
 
 # CPU times count in clock ticks (10 ms): over this long one tick is 5 % of a core.
 HOST_RATE_S = 0.2
@@ -81,10 +82,11 @@ class Poller:
             gputop_version=__version__,
         )
 
-    def prime(self) -> float:
+    def prime(self, cpu_start: CpuStart | None = None) -> float:
         """Takes the first reading of every counter whose rate needs two: each source's (see
         NvmlSource.prime) and the host's CPU times, of the node and of each GPU process and its
-        workers. Returns the clock time from which the next poll has every rate."""
+        workers; or, given `cpu_start` (read earlier, sources.cpu_start), takes that as the
+        host's first reading. Returns the clock time from which the next poll has every rate."""
         now = self._clock()
         ready = now
         processes: list[ProcessSample] = []
@@ -93,13 +95,20 @@ class Poller:
             if prime is not None:
                 ready = max(ready, prime(now))
                 processes += getattr(src, "primed_processes", ())
-        if self._host is not None:
+        start_from = getattr(self._host, "start_from", None)
+        if cpu_start is not None and start_from is not None:
+            start_from(cpu_start)
+            ready = max(ready, cpu_start.time + HOST_RATE_S)
+        elif self._host is not None:
             self._host.sample(now)
             self._host.enrich(processes, now)
             ready = max(ready, now + HOST_RATE_S)
         return ready
 
-    def poll_once(self) -> Snapshot:
+    def poll_once(self, on_gpus: Callable[[Snapshot], None] | None = None) -> Snapshot:
+        """One Snapshot now. `on_gpus` is handed its GPUs' part first, before the host is read
+        (the host and each process's host fields pending): a first frame need not wait for
+        the host."""
         now = self._clock()
         merged = GpuTick()
         offset = 0
@@ -119,10 +128,16 @@ class Poller:
         host = HostSample()
         processes = merged.processes
         if self._host is not None:
+            if on_gpus is not None:
+                on_gpus(self._snapshot(now, merged, host, processes))
             host = self._host.sample(now)
             processes = self._host.enrich(processes, now)
             # Probe files refused this tick (a symlink, another owner, bad JSON): said, not hidden.
             merged.warnings += getattr(self._host, "probe_notes", [])
+        return self._snapshot(now, merged, host, processes)
+
+    def _snapshot(self, now: float, merged: GpuTick, host: HostSample,
+                  processes: Sequence[ProcessSample]) -> Snapshot:
         return Snapshot(
             time=now,
             system=self._system,
@@ -134,10 +149,10 @@ class Poller:
             warnings=tuple(self.open_warnings + merged.warnings),
         )
 
-    def poll_ahead(self) -> Snapshot:
+    def poll_ahead(self, on_gpus: Callable[[Snapshot], None] | None = None) -> Snapshot:
         """Polls now, before anything streams: `stream` yields this snapshot first (the
-        dashboard takes it while Textual loads)."""
-        self._ahead = self.poll_once()
+        dashboard takes it while Textual loads). `on_gpus`: as for `poll_once`."""
+        self._ahead = self.poll_once(on_gpus)
         return self._ahead
 
     async def poll(self) -> Snapshot:

@@ -94,3 +94,16 @@ def test_memory_filled_with_the_gpu_idle_reads_as_a_load_until_it_would_overfill
     # full; it is named only once the card would be full within 30 s at that rate.
     snaps = ticks("leak")
     assert findings(snaps) == []
+
+
+def test_a_leak_in_a_busy_loop_is_named_with_its_time_to_out_of_memory() -> None:
+    # 1 GiB/s kept from a loop running the GPU at 98 %, on a 141 GiB card: named once the card
+    # would be full within 2 min at that rate, about 20 s into the growth.
+    snaps = ticks("leak_busy")
+    sizes = [(s.time, p.gpu_mem) for s in snaps for p in s.processes]
+    grew = next(t for t, m in sizes if m >= sizes[0][1] + 2 * (1 << 30))
+    (f,) = findings(snaps)
+    assert (f.id, f.severity) == ("mem.oom_soon", "warning")
+    assert "`fixture_workloads.py` memory grows 1.00 GiB/s" in f.title
+    assert f.opened is not None and 15 <= f.opened - grew <= 25
+    assert f.until is not None  # it closes once the loop ends and the growth stops

@@ -104,24 +104,18 @@ class Window(Sequence[Snapshot]):
 
     def column(self, fn: Callable[..., Any], *args: Any) -> list[Any]:
         key = (fn, *args)
-        columns = self._h.columns
-        col = columns.get(key)
+        col = self._h.columns.get(key)
         if col is None:
-            col = columns[key] = []
-        n, b = len(col), self._b
-        if n < b:
-            snaps = self._h.snaps
-            if n + 1 == b:  # the usual case: one new tick since this was last read
-                col.append(fn(snaps[n], *args))
-            else:
-                col.extend([fn(s, *args) for s in snaps[n:b]])
-        return col[self._a:b]
+            col = self._h.columns[key] = []
+        if len(col) < self._b:
+            col.extend([fn(s, *args) for s in self._h.snaps[len(col):self._b]])
+        return col[self._a:self._b]
 
 
 def column(window: Sequence[Snapshot], fn: Callable[..., Any], *args: Any) -> list[Any]:
     """`fn(tick, *args)` for each tick of the window. Under the engine each tick is read once,
     so `fn` must be a pure function of the tick and `args`, and one function serves one purpose."""
-    if type(window) is Window or isinstance(window, Window):
+    if isinstance(window, Window):
         return window.column(fn, *args)
     return [fn(s, *args) for s in window]
 
@@ -298,13 +292,10 @@ def counter_growth(window: Sequence[Snapshot], index: int,
 def _counter_growth(window: Sequence[Snapshot], index: int,
                     reason: str) -> tuple[float, float] | None:
     col = column(window, _throttle_point, index, reason)
-    first = col[0] if col and col[0] is not None else next((p for p in col if p is not None),
-                                                           None)
+    first = next((p for p in col if p is not None), None)
     if first is None:
         return None
-    newest = col[-1]
-    (t0, a), (t1, b) = first, (newest if newest is not None
-                               else next(p for p in reversed(col) if p is not None))
+    (t0, a), (t1, b) = first, next(p for p in reversed(col) if p is not None)
     if t1 <= t0:
         return None
     return (b - a if b >= a else b), t1 - t0

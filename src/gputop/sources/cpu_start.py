@@ -15,6 +15,16 @@ from __future__ import annotations
 import os
 import time
 
+# Fields of /proc/PID/stat as `stat_fields` gives them (proc(5) numbers them from 1 with the pid
+# and comm first: these are its numbers less 3).
+STATE, PPID, UTIME, STIME, START = 0, 1, 11, 12, 19
+
+
+def stat_fields(stat: bytes) -> list[bytes]:
+    """The fields of a /proc/PID/stat line after "pid (comm) ", the state first. comm may hold
+    spaces and ")", so it ends at the last ")". Raises ValueError on a line without one."""
+    return stat[stat.rindex(b")") + 2:].split()
+
 
 class CpuStart:
     """What `read_cpu_start` read."""
@@ -47,9 +57,8 @@ def read_cpu_start(proc_root: str = "/proc") -> CpuStart:
         try:
             with open(f"{proc_root}/{name}/stat", "rb") as f:
                 line = f.read()
-            # "pid (comm) state ppid ... utime(14th) stime(15th) ... starttime(22nd) ..."
-            fields = line[line.rindex(b")") + 2:].split()
-            processes[int(name)] = (int(fields[19]), int(fields[11]) + int(fields[12]))
+            fields = stat_fields(line)
+            processes[int(name)] = (int(fields[START]), int(fields[UTIME]) + int(fields[STIME]))
         except (OSError, ValueError, IndexError):
             continue  # exited while we read, or not ours to read
     t1 = time.time()

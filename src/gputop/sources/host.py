@@ -43,7 +43,7 @@ from gputop.model import (
     Val,
 )
 from gputop.safetext import encodable
-from gputop.sources.cpu_start import CpuStart
+from gputop.sources.cpu_start import PPID, START, STATE, STIME, UTIME, CpuStart, stat_fields
 from gputop.sources.probe_files import ProbeSample, read_probes
 
 T = TypeVar("T")
@@ -507,7 +507,7 @@ def parse_cpu_times(text: bytes) -> list[CpuTimes]:
 def _own_cpu_ticks() -> int:
     """This process's user + system CPU time, in clock ticks as /proc counts them."""
     t = os.times()
-    return round((t.user + t.system) * os.sysconf("SC_CLK_TCK"))
+    return round((t.user + t.system) * CLOCK_TICKS)
 
 
 def read_cpu_times(proc_root: str) -> list[CpuTimes]:
@@ -586,11 +586,9 @@ def read_process_table(proc_root: str) -> dict[int, ProcRow]:
 def read_proc_row(proc_root: str, pid: int) -> ProcRow | None:
     """/proc/PID/stat as a ProcRow; None when the process is gone."""
     try:
-        stat = _read_small(f"{proc_root}/{pid}/stat")
-        # "pid (comm) state ppid ... starttime(22nd) ...": comm may hold spaces and ")"
-        fields = stat[stat.rindex(b")") + 2:].split()
-        return ProcRow(int(fields[1]), int(fields[19]), fields[0] in (b"Z", b"X"),
-                       cpu=int(fields[11]) + int(fields[12]))
+        fields = stat_fields(_read_small(f"{proc_root}/{pid}/stat"))
+        return ProcRow(int(fields[PPID]), int(fields[START]), fields[STATE] in (b"Z", b"X"),
+                       cpu=int(fields[UTIME]) + int(fields[STIME]))
     except PermissionError:  # hidepid=1: another user's process, there but unreadable
         return ProcRow(ppid=-1, start=-1, zombie=False)
     except (OSError, ValueError, IndexError):

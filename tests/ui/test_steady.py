@@ -21,7 +21,7 @@ import pytest
 from textual.geometry import Region
 
 from gputop.ui.widgets.gpu_card import HISTORIES, GpuCard
-from tests.helpers.ui import T0, make_app, node, sawtooth, series, show
+from tests.helpers.ui import T0, make_app, node, sawtooth, series, show, troubled
 
 
 def _cells(card: GpuCard, y: int) -> list[tuple[str, Any]]:
@@ -61,6 +61,53 @@ async def test_a_tick_repaints_every_changed_cell_of_meters_and_graphs() -> None
         assert missed == []
         # Lines with nothing new are not repainted at all.
         assert {r.y for r in painted} <= {y for _, y in changed}
+
+
+async def test_a_card_drawn_from_its_kept_border_is_the_card_textual_draws() -> None:
+    from textual.widget import Widget
+
+    def textual_lines(card: GpuCard) -> list[list[tuple[str, Any]]]:
+        card._styles_cache.clear()
+        region = card.outer_size.region
+        return [[(seg.text, seg.style) for seg in strip]
+                for strip in Widget.render_lines(card, region)]
+
+    def kept_lines(card: GpuCard) -> list[list[tuple[str, Any]]]:
+        return [[(seg.text, seg.style) for seg in strip]
+                for strip in card.render_lines(card.outer_size.region)]
+
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        snaps = series(30, util=sawtooth)
+        await show(app, pilot, snaps[:20])
+        cards = sorted(app.query(GpuCard), key=lambda c: c.index)
+        for card in cards:
+            kept_lines(card)  # what is on screen: the frames are kept from here
+        # Ticks that move the graphs and meters, a badge that goes (the title
+        # changes, the border's colour not), badges that colour the border, the selection on
+        # the GPUs (the border) and another theme.
+        await show(app, pilot, snaps[20:25])
+        capped = node(25, util=sawtooth, devices={2: {"throttle": ()}})
+        await show(app, pilot, [dataclasses.replace(capped, time=T0 + 25)])
+        for card in cards:
+            assert kept_lines(card) == textual_lines(card), card.index
+        await show(app, pilot, snaps[26:30])
+        for card in cards:
+            assert kept_lines(card) == textual_lines(card), card.index
+        app.apply_snapshot(troubled(30))
+        await pilot.pause()
+        for card in cards:
+            assert kept_lines(card) == textual_lines(card), card.index
+        await pilot.press("tab", "right")
+        app.theme = "textual-light"
+        await show(app, pilot, [dataclasses.replace(troubled(31), time=T0 + 31)])
+        for card in cards:
+            assert kept_lines(card) == textual_lines(card), card.index
+        # A part of a card, as the compositor asks when the GPUs scroll.
+        card = cards[1]
+        part = card.render_lines(Region(2, 1, 10, 3))
+        assert [s.text for s in part] == ["".join(t for t, _ in line)[2:12]
+                                          for line in textual_lines(card)[1:4]]
 
 
 async def test_settling_sets_start_up_aside_from_the_collector_and_ticks_go_on() -> None:

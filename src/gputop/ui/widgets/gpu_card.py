@@ -333,7 +333,9 @@ class GpuCard(Widget):
                 clocks_line(d)]
 
     def render_line(self, y: int) -> Strip:
-        width = self._width()
+        return self._content_line(y, self._width())
+
+    def _content_line(self, y: int, width: int) -> Strip:
         cached = self._strips.get(y)
         if cached is not None and cached.cell_length == width:
             return cached
@@ -479,10 +481,11 @@ class _Frame:
     content on a content line; and each content line set in them, with the line it was made
     from."""
 
-    def __init__(self, size: Size, top: int, edges: dict[int, Strip], left: Strip,
+    def __init__(self, size: Size, top: int, width: int, edges: dict[int, Strip], left: Strip,
                  right: Strip, filters: list[LineFilter], background: Color) -> None:
         self.size = size
         self.top = top
+        self.width = width  # of the content
         self.edges = edges
         self.stale: set[int] = set()
         self.left = left
@@ -504,7 +507,7 @@ class _Frame:
         strips = render(size.region)
         sample = strips[gutter.top]
         edges = {y: strip for y, strip in enumerate(strips) if y not in rows}
-        return cls(size, gutter.top, edges, sample.crop(0, gutter.left),
+        return cls(size, gutter.top, content, edges, sample.crop(0, gutter.left),
                    sample.crop(width - gutter.right, width), list(card.get_line_filters()),
                    card.background_colors[1])
 
@@ -512,7 +515,7 @@ class _Frame:
         edge = self.edges.get(y)
         if edge is not None:
             return edge
-        content = card.render_line(y - self.top)
+        content = card._content_line(y - self.top, self.width)
         kept = self.lines.get(y)
         if kept is not None and kept[0] is content:
             return kept[1]

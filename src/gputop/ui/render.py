@@ -7,15 +7,21 @@ textual_private, which makes Textual send a region from its start)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style as RichStyle
 from textual.content import Content
+from textual.filter import ANSIToTruecolor, LineFilter
 from textual.strip import Strip
 from textual.style import Style
 from textual.widget import Widget
 
 from gputop.ui import textual_private
+
+if TYPE_CHECKING:
+    from textual.color import Color
 
 # Rich styles by theme and base style, then by style text: a line resolves each of its spans
 # with one lookup by a short string.
@@ -83,6 +89,38 @@ def content_strip(widget: Widget, content: Content, width: int,
     elif length > width:
         return Strip(merged).adjust_cell_length(width, base_rich)
     return Strip(merged, width)
+
+
+# Whether Textual's ANSIToTruecolor filter leaves a style as it is (it changes colours that are
+# not RGB, and dims), by style: the styles of the lines here come from the theme, RGB.
+_TRUECOLOR: dict[RichStyle, bool] = {}
+
+
+def _is_truecolor(style: RichStyle | None) -> bool:
+    if style is None:
+        return True
+    found = _TRUECOLOR.get(style)
+    if found is None:
+        if len(_TRUECOLOR) > 1024:
+            _TRUECOLOR.clear()
+        color, bgcolor = style.color, style.bgcolor
+        found = _TRUECOLOR[style] = (
+            (color is None or color.triplet is not None)
+            and (bgcolor is None or bgcolor.triplet is not None)
+            and not (style.dim and color is not None))
+    return found
+
+
+def apply_filters(strip: Strip, filters: list[LineFilter], background: Color) -> Strip:
+    """`strip` through the app's line filters (NO_COLOR, the ANSI theme's colours), as Textual
+    puts every line through them; the truecolor filter, which the app has on all the time, is
+    skipped where it would change nothing (a new Strip for the same segments)."""
+    for line_filter in filters:
+        if type(line_filter) is ANSIToTruecolor and all(
+                _is_truecolor(segment.style) for segment in strip):
+            continue
+        strip = strip.apply_filter(line_filter, background)
+    return strip
 
 
 # Unchanged cells between two changed runs that are cheaper to send again than to skip: moving

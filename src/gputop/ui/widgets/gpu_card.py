@@ -36,7 +36,13 @@ from textual.widget import Widget
 from gputop.model import DeviceSample, Missing, value
 from gputop.model.memory_split import MemorySplit
 from gputop.ui import bars, memory
-from gputop.ui.render import add_run, border_label_spans, changed_spans, content_strip
+from gputop.ui.render import (
+    add_run,
+    apply_filters,
+    border_label_spans,
+    changed_spans,
+    content_strip,
+)
 from gputop.ui.text import safe_content
 from gputop.ui.view import format as fmt
 from gputop.ui.view import styles
@@ -519,9 +525,7 @@ class _Frame:
         kept = self.lines.get(y)
         if kept is not None and kept[0] is content:
             return kept[1]
-        filtered = content
-        for line_filter in self.filters:
-            filtered = filtered.apply_filter(line_filter, self.background)
+        filtered = apply_filters(content, self.filters, self.background)
         line = Strip([*self.left, *filtered, *self.right], self.size.width)
         self.lines[y] = (content, line)
         return line

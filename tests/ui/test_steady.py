@@ -19,9 +19,15 @@ from typing import Any
 
 import pytest
 from textual.geometry import Region
+from textual.widget import Widget
 
+from gputop.model import Missing
+from gputop.model.memory_split import memory_split
+from gputop.testing.synthetic import GIB, h100
+from gputop.ui.render import content_strip, parts_strip
+from gputop.ui.widgets import gpu_card
 from gputop.ui.widgets.gpu_card import HISTORIES, GpuCard
-from tests.helpers.ui import T0, make_app, node, sawtooth, series, show, troubled
+from tests.helpers.ui import T0, make_app, node, probed_node, sawtooth, series, show, troubled
 
 
 def _cells(card: GpuCard, y: int) -> list[tuple[str, Any]]:
@@ -64,8 +70,6 @@ async def test_a_tick_repaints_every_changed_cell_of_meters_and_graphs() -> None
 
 
 async def test_a_card_drawn_from_its_kept_border_is_the_card_textual_draws() -> None:
-    from textual.widget import Widget
-
     def textual_lines(card: GpuCard) -> list[list[tuple[str, Any]]]:
         card._styles_cache.clear()
         region = card.outer_size.region
@@ -108,6 +112,29 @@ async def test_a_card_drawn_from_its_kept_border_is_the_card_textual_draws() -> 
         part = card.render_lines(Region(2, 1, 10, 3))
         assert [s.text for s in part] == ["".join(t for t, _ in line)[2:12]
                                           for line in textual_lines(card)[1:4]]
+
+
+async def test_meter_lines_drawn_from_their_parts_are_the_lines_of_their_content() -> None:
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await show(app, pilot, series(2))
+        card = next(c for c in app.query(GpuCard) if c.index == 0)
+        split = memory_split(probed_node(1), 0)
+        assert split is not None
+        devices = [h100(0), h100(1, util_gpu=100.0, mem_used=79 * GIB, power_draw=700.0),
+                   dataclasses.replace(h100(2), util_gpu=Missing("unsupported"),
+                                       sm_active=Missing("unsupported"),
+                                       power_draw=Missing("no_permission"),
+                                       mem_used=Missing("gpu_lost"))]
+        for d in devices:
+            for parts, line in ((gpu_card.util_parts(d), gpu_card.util_line(d)),
+                                (gpu_card.memory_parts(d), gpu_card.memory_line(d)),
+                                (gpu_card.memory_parts(d, split),
+                                 gpu_card.memory_line(d, split)),
+                                (gpu_card.power_parts(d), gpu_card.power_line(d))):
+                for width in (20, 34, 60):
+                    assert list(parts_strip(card, parts, width)) == \
+                        list(content_strip(card, line, width)), (d.index, line.plain, width)
 
 
 async def test_settling_sets_start_up_aside_from_the_collector_and_ticks_go_on() -> None:

@@ -7,6 +7,7 @@ textual_private, which makes Textual send a region from its start)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
@@ -84,6 +85,29 @@ def content_strip(widget: Widget, content: Content, width: int,
         else:
             merged.append(segment)
     length = cell_len(text)
+    if length < width:
+        merged.append(Segment(" " * (width - length), base_rich))
+    elif length > width:
+        return Strip(merged).adjust_cell_length(width, base_rich)
+    return Strip(merged, width)
+
+
+def parts_strip(widget: Widget, parts: Sequence[tuple[str, str]], width: int) -> Strip:
+    """`content_strip` of `Content.assemble(*parts)`, the same segments, without building the
+    Content: for the card lines that are drawn again every tick."""
+    base_style = widget.visual_style
+    base_rich = base_style.rich_style
+    resolved = _resolver(widget, base_style)
+    merged: list[Segment] = []
+    for text, style in parts:
+        if not text:
+            continue
+        rich = _rich(widget, base_style, style, resolved) if style else base_rich
+        if merged and merged[-1].style == rich:
+            merged[-1] = Segment(merged[-1].text + text, rich)
+        else:
+            merged.append(Segment(text, rich))
+    length = cell_len("".join([text for text, _ in parts]))
     if length < width:
         merged.append(Segment(" " * (width - length), base_rich))
     elif length > width:

@@ -42,6 +42,7 @@ from gputop.ui.render import (
     border_label_spans,
     changed_spans,
     content_strip,
+    parts_strip,
 )
 from gputop.ui.text import safe_content
 from gputop.ui.view import format as fmt
@@ -70,48 +71,71 @@ def _muted_if_missing(v: object) -> str:
     return styles.MUTED if isinstance(v, Missing) else ""
 
 
-def util_line(d: DeviceSample) -> Content:
+# The three meter lines as (text, style) parts: compared and drawn every tick without building
+# a Content (render.parts_strip); the *_line functions give them as Content.
+Parts = tuple[bars.Part, ...]
+
+
+def util_parts(d: DeviceSample) -> Parts:
     util = value(d.util_gpu)
     frac = None if util is None else util / 100.0
     sm = d.sm_active
-    sm_part: Content | str = ""
+    sm_parts: Parts = ()
     # SM active exists only where GPM does (Hopper and newer); elsewhere it is left out rather
     # than shown as "n/s" on every card.
     if not (isinstance(sm, Missing) and sm.reason == "unsupported"):
-        sm_part = Content.assemble((" SM", styles.LABEL),
-                                   (f"{fmt.label(sm, fmt.percent):>5}", _muted_if_missing(sm)))
-    return Content.assemble(
+        sm_parts = ((" SM", styles.LABEL),
+                    (f"{fmt.label(sm, fmt.percent):>5}", _muted_if_missing(sm)))
+    return (
         ("GPU ", styles.LABEL),
-        bars.meter(frac, BAR_WIDTH, styles.UTIL),
+        *bars.meter_parts(frac, BAR_WIDTH, styles.UTIL),
         (f"{fmt.label(d.util_gpu, fmt.percent):>5}", _muted_if_missing(d.util_gpu)),
-        sm_part,
+        *sm_parts,
     )
 
 
-def memory_line(d: DeviceSample, split: MemorySplit | None = None) -> Content:
-    """Used of total memory; with a probe's split, the bar shows its four parts (the card's
-    bottom border names them)."""
+def memory_parts(d: DeviceSample, split: MemorySplit | None = None) -> Parts:
     used, total = value(d.mem_used), value(d.mem_total)
     if used is not None and total is not None:
         text, style = f" {fmt.gib(used)}/{fmt.gib(total)}G", ""
     else:
         text, style = f" {fmt.label(d.mem_used)}", styles.MUTED
-    return Content.assemble(("MEM ", styles.LABEL), *memory.bar_parts(d, BAR_WIDTH, split),
-                            (text, style))
+    return (("MEM ", styles.LABEL), *memory.bar_parts(d, BAR_WIDTH, split), (text, style))
 
 
-def power_line(d: DeviceSample) -> Content:
+def power_parts(d: DeviceSample) -> Parts:
     draw, limit = value(d.power_draw), value(d.power_limit)
     frac = fraction(d.power_draw, d.power_limit)
     if draw is not None and limit is not None:
         text, style = f" {draw:.0f}/{limit:.0f}W", ""
     else:
         text, style = f" {fmt.label(d.power_draw, fmt.watts)}", _muted_if_missing(d.power_draw)
-    return Content.assemble(
-        ("PWR ", styles.LABEL),
-        bars.meter(frac, BAR_WIDTH, styles.POWER),
-        (text, style),
-    )
+    return (("PWR ", styles.LABEL), *bars.meter_parts(frac, BAR_WIDTH, styles.POWER),
+            (text, style))
+
+
+def util_line(d: DeviceSample) -> Content:
+    return Content.assemble(*util_parts(d))
+
+
+def memory_line(d: DeviceSample, split: MemorySplit | None = None) -> Content:
+    """Used of total memory; with a probe's split, the bar shows its four parts (the card's
+    bottom border names them)."""
+    return Content.assemble(*memory_parts(d, split))
+
+
+def power_line(d: DeviceSample) -> Content:
+    return Content.assemble(*power_parts(d))
+
+
+# A card line: the meter lines as parts, the others (and a lost GPU's) as Content.
+Line = Content | Parts
+
+
+def _same_line(a: Line, b: Line) -> bool:
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        return a == b
+    return same(a, b)
 
 
 def thermal_line(d: DeviceSample) -> Content:
@@ -210,7 +234,7 @@ class GpuCard(Widget):
         self.index = index
         self.history = history
         self._sample: DeviceSample | None = None
-        self._lines: list[Content] = [Content("")] * (CARD_HEIGHT - 2)
+        self._lines: list[Line] = [Content("")] * (CARD_HEIGHT - 2)
         self._scales = (100.0, 1.0, 1.0)  # fixed: 0-100 %, 0-total memory, 0-power limit
         self._graphs: list[str] = [""] * len(HISTORIES)
         self._graph_state: list[tuple[int, int, float, str] | None] = [None] * len(HISTORIES)
@@ -220,7 +244,7 @@ class GpuCard(Widget):
         self._legend: Content | None = None
         self._title: Content | None = None
         self._strips: dict[int, Strip] = {}  # rendered lines, dropped when they change
-        self._parts: dict[int, tuple[Content, Strip, str, Strip]] = {}  # see _make_strip
+        self._parts: dict[int, tuple[Line, Strip, str, Strip]] = {}  # see _make_strip
         self._style_cache: list[tuple[RichStyle, RichStyle]] = []
         self._frame: _Frame | None = None  # see render_lines
         self._title = self.border_title = Content(f"{index}")
@@ -263,14 +287,15 @@ class GpuCard(Widget):
             if slow or was_lost or d.lost is not None:
                 lines = self._build_lines(d)
             else:  # the temperature and clock lines wait for a slow tick
-                lines = [util_line(d), memory_line(d, split), power_line(d), *self._lines[3:]]
+                lines = [util_parts(d), memory_parts(d, split), power_parts(d),
+                         *self._lines[3:]]
         else:
             lines = list(self._lines)
         graphs = [self._graph(y, width) for y in range(len(HISTORIES))]
         changed = []
         for y, line in enumerate(lines):
             graph_changed = y < len(graphs) and graphs[y] != self._graphs[y]
-            if graph_changed or not same(line, self._lines[y]):
+            if graph_changed or not _same_line(line, self._lines[y]):
                 changed.append(y)
         self._lines = lines
         self._graphs = graphs
@@ -324,7 +349,7 @@ class GpuCard(Widget):
         self._graph_state[y] = (ticks, cells, scale, text)
         return text
 
-    def _build_lines(self, d: DeviceSample) -> list[Content]:
+    def _build_lines(self, d: DeviceSample) -> list[Line]:
         if d.lost is not None:
             since = f" since {fmt.clock_time(d.lost.since)}" if d.lost.since else ""
             return [
@@ -335,7 +360,7 @@ class GpuCard(Widget):
                     styles.text_style("critical")),
                 Content("reset the GPU or reboot the node").stylize(styles.LABEL),
             ]
-        return [util_line(d), memory_line(d, self._split), power_line(d), thermal_line(d),
+        return [util_parts(d), memory_parts(d, self._split), power_parts(d), thermal_line(d),
                 clocks_line(d)]
 
     def render_line(self, y: int) -> Strip:
@@ -348,19 +373,24 @@ class GpuCard(Widget):
         strip = self._strips[y] = self._make_strip(y, width)
         return strip
 
+    def _line_strip(self, line: Line, width: int) -> Strip:
+        if isinstance(line, tuple):
+            return parts_strip(self, line, width)
+        return content_strip(self, line, width)
+
     def _make_strip(self, y: int, width: int) -> Strip:
         if y >= len(self._lines):
             return Strip.blank(width, self.visual_style.rich_style)
         if y >= len(HISTORIES) or width <= METER_WIDTH + 2:
-            return content_strip(self, self._lines[y], width)
+            return self._line_strip(self._lines[y], width)
         # A line is repainted when its meter or its graph changed, mostly not both: the part
         # that did not change is reused.
         line, text = self._lines[y], self._graph(y, width)
         last = self._parts.get(y)
-        if last is not None and same(last[0], line):
+        if last is not None and _same_line(last[0], line):
             meter = last[1]
         else:
-            meter = content_strip(self, line, METER_WIDTH + 1)
+            meter = self._line_strip(line, METER_WIDTH + 1)
         if last is not None and last[2] == text:
             graph = last[3]
         else:

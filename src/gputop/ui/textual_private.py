@@ -28,7 +28,6 @@ from typing import Any
 from rich.cells import cell_len
 from rich.color import ColorSystem
 from rich.console import Console
-from rich.control import Control
 from textual.strip import Strip
 
 try:
@@ -39,11 +38,16 @@ except ImportError:  # pragma: no cover - a Textual without it keeps its own beh
 _EXPECTED = ("chops", "spans", "chop_ends")
 
 
+def _move_to(x: int, y: int) -> str:
+    """`Control.move_to(x, y).segment.text`, without building the Control: one a changed run."""
+    return f"\x1b[{y + 1};{x + 1}H"
+
+
 def render_segments(self: Any, console: Console) -> str:
     """`ChopsUpdate.render_segments`, each line's update starting at its dirty span."""
     sequences: list[str] = []
     append = sequences.append
-    move_to = Control.move_to
+    move_to = _move_to
     render = Strip.render_style
     color_system = console._color_system or ColorSystem.TRUECOLOR  # as Strip.render does
     chops = self.chops
@@ -54,7 +58,7 @@ def render_segments(self: Any, console: Console) -> str:
             if strip is None or x > x2 or end <= x1:
                 continue
             if x >= x1 and end <= x2:  # the whole chop: its rendering is cached
-                append(move_to(x, y).segment.text)
+                append(move_to(x, y))
                 append(strip.render(console))
                 continue
             # The segments over [x1, x2), cut at cell edges; a segment with characters two
@@ -76,7 +80,7 @@ def render_segments(self: Any, console: Console) -> str:
                 else:
                     left = pos
                 if not moved:
-                    append(move_to(left, y).segment.text)
+                    append(move_to(left, y))
                     moved = True
                 append(text if style is None else render(style, text, color_system))
                 pos = seg_end

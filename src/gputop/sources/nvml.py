@@ -18,8 +18,9 @@ Cadence (costs measured on an H100, docs/diagnostics.md §0.11):
   `nvmlDeviceGetPcieThroughput`, a 20 ms sample of the traffic that blocks for those 20 ms and
   costs 0.65 ms of CPU a call (H100, driver 580), two a GPU. The GPUs are sampled at once.
 
-Xid events arrive on their own: a daemon thread waits in `nvmlEventSetWait_v2` (it blocks up to a
-second) and each poll takes what it has received since the last one. Xid 79 marks the GPU lost.
+Xid events: every GPU that offers them is registered in one event set, and each poll takes what
+has arrived since the last one (`nvmlEventSetWait_v2` with no wait, until it says Timeout): no
+thread waits for them. Xid 79 marks the GPU lost.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ import dataclasses
 import os
 import struct
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,7 +81,8 @@ _NVLINK_ERROR_METRICS = tuple((name, c, f"nvlink_err{name}") for name, c in NVLI
 MIG_INSTANCE_NONE = 0xFFFFFFFF
 MIB = 1 << 20
 EVENT_XID = 0x8  # nvmlEventTypeXidCriticalError: the event's data is the Xid number
-EVENT_WAIT_MS = 1000  # one nvmlEventSetWait_v2; NVMLError_Timeout is the normal "no event"
+# Xid events taken by one poll at most; a storm's others wait for the next polls.
+XID_TAKE_MAX = 64
 XID_GPU_LOST = 79  # "GPU has fallen off the bus"
 # A Snapshot lists a GPU's Xids of the last hour, at most XID_RECENT_MAX of them, and always
 # its latest (the last Xid, as DCGM keeps it); `xid_count` counts them all.
@@ -233,69 +234,6 @@ def _fell_off(dev: _Device, why: str) -> str:
             "the other GPUs keep updating")
 
 
-class _XidWatch:
-    """Receives the Xid events of the GPUs registered in `event_set`, in a daemon thread that
-    blocks in nvmlEventSetWait_v2, and keeps them until the next poll takes them.
-
-    The thread holds an NVML reference of its own (nvmlInit is counted), so closing the source
-    does not wait for it: the thread sees the stop flag when its wait returns (within
-    EVENT_WAIT_MS), frees the event set and drops its reference. An error other than the normal
-    Timeout ends the thread, with a note for the next poll."""
-
-    def __init__(self, nvml: Any, event_set: Any, devices: dict[int, int]) -> None:
-        self._nvml = nvml
-        self._set = event_set
-        self._devices = devices  # handle address -> device index
-        self._lock = threading.Lock()
-        self._events: list[tuple[int, int, float]] = []  # (device index, Xid, epoch s)
-        self._note: str | None = None
-        self._stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="gputop-xid-events", daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def take(self) -> tuple[list[tuple[int, int, float]], str | None]:
-        """The events received since the last call, and why watching stopped (said once)."""
-        with self._lock:
-            events, self._events = self._events, []
-            note, self._note = self._note, None
-        return events, note
-
-    def _run(self) -> None:
-        n = self._nvml
-        try:
-            while not self._stop.is_set():
-                try:
-                    data = n.nvmlEventSetWait_v2(self._set, EVENT_WAIT_MS)
-                except n.NVMLError as e:
-                    if getattr(e, "value", None) == ERR_TIMEOUT:
-                        continue
-                    self._stopped(_err_text(e))
-                    return
-                if int(data.eventType) & EVENT_XID:
-                    index = self._devices.get(_address(data.device))
-                    if index is not None:
-                        with self._lock:
-                            self._events.append((index, int(data.eventData), time.time()))
-        except Exception as e:  # a thread's traceback would land on the dashboard
-            self._stopped(f"{type(e).__name__}: {e}")
-        finally:
-            for call, args in ((n.nvmlEventSetFree, (self._set,)), (n.nvmlShutdown, ())):
-                try:
-                    call(*args)
-                except Exception:  # the library may be gone already; nothing left to do
-                    pass
-
-    def _stopped(self, why: str) -> None:
-        if not self._stop.is_set():
-            with self._lock:
-                self._note = f"Xid events are no longer watched: {why}"
-
-
 def _err_text(e: BaseException) -> str:
     try:
         return str(e)
@@ -383,14 +321,9 @@ class NvmlSource:
         self.devices: list[_Device] = []
         self.topology: Topology | None = None
         self._last_slow = float("-inf")
-        self._last_poll = float("-inf")
         self._open = False
-        self._xid_watch: _XidWatch | None = None
-
-    @property
-    def xid_thread(self) -> threading.Thread | None:
-        """The thread that waits for Xid events; None when none are watched."""
-        return self._xid_watch.thread if self._xid_watch is not None else None
+        self._xid_set: Any = None  # the event set Xid events arrive on; None when none do
+        self._xid_devices: dict[int, int] = {}  # handle address -> device index
 
     # ------------------------------------------------------------------------------------------
     # open / close
@@ -459,13 +392,11 @@ class NvmlSource:
         if not self._open:
             return
         self._open = False
-        if self._xid_watch is not None:
-            self._xid_watch.stop()  # it ends within a wait, on its own NVML reference
-            self._xid_watch = None
         for thread in (self._slow_thread, self._primed):
             if thread is not None and thread.ident is not None:
                 thread.join(5.0)
         self._slow_thread = self._primed = None
+        self._stop_xids()
         for dev in self.devices:
             if dev.gpm_prev is not None:
                 try:
@@ -482,9 +413,8 @@ class NvmlSource:
     # Xid events
 
     def _watch_xids(self) -> None:
-        """Registers every GPU that offers Xid events in one event set and starts the thread
-        that waits on it. A GPU (or driver) that answers NotSupported has no events; nothing
-        else changes."""
+        """Registers every GPU that offers Xid events in one event set, which each poll reads.
+        A GPU (or driver) that answers NotSupported has no events; nothing else changes."""
         n = self.nvml
         try:
             event_set = n.nvmlEventSetCreate()
@@ -506,42 +436,55 @@ class NvmlSource:
                 continue
             dev.xid_count = 0
             watched[_address(dev.handle)] = dev.index
-        try:
-            if watched:
-                n.nvmlInit()  # the thread's own reference, dropped when it ends
-                self._xid_watch = _XidWatch(n, event_set, watched)
-                self._xid_watch.start()
-                return
-        except n.NVMLError as e:
-            for index in watched.values():
-                self.devices[index].xid_count = _xid_missing(e)
-        try:
-            n.nvmlEventSetFree(event_set)
-        except n.NVMLError:
-            pass
+        self._xid_set, self._xid_devices = event_set, watched
+        if not watched:
+            self._stop_xids()
+
+    def _stop_xids(self) -> None:
+        if self._xid_set is not None:
+            try:
+                self.nvml.nvmlEventSetFree(self._xid_set)
+            except self.nvml.NVMLError:
+                pass
+            self._xid_set = None
+
+    def _received_xids(self) -> tuple[list[tuple[int, int]], str | None]:
+        """The (device index, Xid) events that arrived since the last call, and why watching
+        stopped, if it did: an error other than the Timeout that means "no more events"."""
+        n = self.nvml
+        events: list[tuple[int, int]] = []
+        for _ in range(XID_TAKE_MAX):
+            try:
+                data = n.nvmlEventSetWait_v2(self._xid_set, 0)
+            except n.NVMLError as e:
+                if getattr(e, "value", None) == ERR_TIMEOUT:
+                    break
+                self._stop_xids()
+                return events, f"Xid events are no longer watched: {_err_text(e)}"
+            index = self._xid_devices.get(_address(data.device))
+            if int(data.eventType) & EVENT_XID and index is not None:
+                events.append((index, int(data.eventData)))
+        return events, None
 
     def _take_xids(self, now: float, tick: GpuTick) -> None:
-        """Adds the Xid events received since the last poll to their GPUs. An event is dated
-        when it arrived, or at this poll when that time is not between the two polls (a test
-        clock)."""
-        if self._xid_watch is not None:
-            events, note = self._xid_watch.take()
+        """Adds the Xid events that arrived since the last poll to their GPUs, dated at this
+        poll."""
+        if self._xid_set is not None:
+            events, note = self._received_xids()
             if note:
                 tick.warnings.append(note)
-            for index, xid, at in events:
+            for index, xid in events:
                 dev = self.devices[index]
-                when = at if self._last_poll < at <= now else now
                 dev.xid_count = (dev.xid_count if isinstance(dev.xid_count, int) else 0) + 1
-                dev.xids.append(XidEvent(xid=xid, time=when))
+                dev.xids.append(XidEvent(xid=xid, time=now))
                 if xid == XID_GPU_LOST and dev.lost is None:
-                    dev.lost = Missing("gpu_lost", since=when, detail="Xid 79")
+                    dev.lost = Missing("gpu_lost", since=now, detail="Xid 79")
                     tick.warnings.append(_fell_off(dev, "Xid 79"))
         for dev in self.devices:
             if len(dev.xids) > 1 and (len(dev.xids) > XID_RECENT_MAX
                                       or dev.xids[0].time <= now - XID_RECENT_S):
                 recent = [x for x in dev.xids if x.time > now - XID_RECENT_S]
                 dev.xids = recent[-XID_RECENT_MAX:] or dev.xids[-1:]
-        self._last_poll = now
 
     # ------------------------------------------------------------------------------------------
     # static facts

@@ -95,7 +95,7 @@ def test_xid_13_is_a_warning_that_points_at_the_application() -> None:
 
 def test_a_driver_that_answers_not_supported_gives_no_events_and_no_error() -> None:
     snaps = series(4, 2)
-    ticks, found, fake, src = watched(
+    ticks, found, fake, _ = watched(
         snaps, [XidAt(tick=1, device=0, xid=79)],
         faults=[Fault("nvmlDeviceRegisterEvents", NOT_SUPPORTED)])
     assert fake.calls["nvmlEventSetWait_v2"] == 0 and fake.calls["nvmlEventSetFree"] == 1

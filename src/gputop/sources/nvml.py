@@ -12,8 +12,9 @@ Cadence (costs measured on an H100, docs/diagnostics.md §0.11):
 - every `slow_interval` (5 s): field values (throttle-time counters, HBM temperature, energy,
   NVLink traffic), GPM (SM active, tensor, DRAM, PCIe traffic), process utilization, margin, ECC,
   remapped rows, limits, PCIe link, encoder/decoder;
-- NVLink state and error counters: every slow tick, or every `link_state_interval` s where set
-  (`gputop serve`: 15 s, Prometheus' default scrape interval);
+- every `state_interval` (STATE_EVERY_S, 15 s: Prometheus' default scrape interval), never older:
+  NVLink state and error counters (five calls a link: 720 on an 8-GPU NVSwitch node) and MIG
+  mode (0.1 ms a GPU; it changes only with a GPU reset);
 - every PCIE_THROUGHPUT_EVERY_S (15 s), only where GPM cannot give PCIe traffic:
   `nvmlDeviceGetPcieThroughput`, a 20 ms sample of the traffic that blocks for those 20 ms and
   costs 0.65 ms of CPU a call (H100, driver 580), two a GPU. The GPUs are sampled at once.
@@ -72,6 +73,7 @@ GPM_METRICS = {  # NVML_GPM_METRIC_* -> DeviceSample field
     21: "pcie_rx",
 }
 PCIE_THROUGHPUT_EVERY_S = 15.0
+STATE_EVERY_S = 15.0  # NVLink state and error counters, MIG mode: they change rarely
 GPM_MIN_INTERVAL = 0.1  # s between the two samples of a GPM metric (nvml.h)
 TOPOLOGY_LABELS = {0: "X", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 NVLINK_VERSIONS = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7: "5.0", 8: "6.0"}
@@ -146,7 +148,8 @@ class _Device:
     proc_util: dict[int, tuple[float, float]] | Missing = PENDING
     mig_handles: list[tuple[Any, int, int]] = field(default_factory=list)
     proc_room: dict[str, int] = field(default_factory=dict)  # see _running_processes
-    link_state_at: float = float("-inf")  # when its links' state and errors were last read
+    state_at: float = float("-inf")  # when its links' state and errors, MIG mode were read
+    mig_mode: Any = None  # the last MIG mode read: (current, pending), or a Missing
     xid_count: int | Missing = UNSUPPORTED  # an int once Xid events are watched on this GPU
     xids: list[XidEvent] = field(default_factory=list)
 
@@ -300,16 +303,14 @@ class NvmlSource:
 
     def __init__(self, lib: Any = None, *, slow_interval: float = 5.0,
                  pcie_throughput: bool = True, background: bool = False,
-                 link_state_interval: float | None = None) -> None:
+                 state_interval: float = STATE_EVERY_S) -> None:
         self._lib = lib
         self.nvml: Any = None
         self.slow_interval = slow_interval
         self.pcie_throughput = pcie_throughput
-        # NVLink state and error counters (five calls a link: 720 on an 8-GPU NVSwitch node)
-        # change rarely: read every slow tick, or at most every `link_state_interval` s where
-        # set (`gputop serve` reads them at Prometheus' scrape cadence). Rates follow every
-        # slow tick either way.
-        self.link_state_interval = link_state_interval
+        # NVLink state and error counters, and MIG mode, change rarely: read at most every
+        # `state_interval` s (at least every slow tick). NVLink rates follow every slow tick.
+        self.state_interval = state_interval
         # In the background, a poll never waits for the slow calls: it starts them in a thread
         # when they are due and shows what the last slow tick read (the first poll has the
         # fast fields only; the slow ones follow a tick later).
@@ -870,16 +871,19 @@ class NvmlSource:
         s["remapped_uncorrected"] = _map(rows, lambda r: int(r[1]))
         s["remap_pending"] = _map(rows, lambda r: bool(r[2]))
         s["remap_failed"] = _map(rows, lambda r: bool(r[3]))
+        # Read again when the next slow tick would find them `state_interval` s old: never
+        # older.
+        state = not 0 <= now + self.slow_interval - dev.state_at <= self.state_interval
+        if state:
+            dev.state_at = now
+            dev.mig_mode = dev.ask("mig_mode", n.nvmlDeviceGetMigMode, h)
         self._read_mig(dev, s)
         if counters:
             self._read_fields(dev, s, now)
             self._read_gpm(dev, s, now)
         # Without GPM, PCIe traffic comes from the blocking 20 ms counter (_slow_tick).
         self._read_process_util(dev, s)
-        # Read again when the next slow tick would find them `every` s old: never older.
-        every = self.link_state_interval
-        if every is None or not 0 <= now + self.slow_interval - dev.link_state_at <= every:
-            dev.link_state_at = now
+        if state:
             self._read_link_state(dev)
         else:
             dev.links = [_with_rates(lk, dev.link_rates.get(lk.link, {})) for lk in dev.links]
@@ -916,8 +920,7 @@ class NvmlSource:
 
     def _read_mig(self, dev: _Device, s: dict[str, Any]) -> None:
         n, h = self.nvml, dev.handle
-        mode = dev.ask("mig_mode", n.nvmlDeviceGetMigMode, h)
-        s["mig_enabled"] = _map(mode, lambda m: m[0] == 1)
+        s["mig_enabled"] = _map(dev.mig_mode, lambda m: m[0] == 1)
         if s["mig_enabled"] is not True:
             dev.mig_handles = []
             s["mig_devices"] = ()

@@ -138,7 +138,8 @@ class _Device:
     link_ids: list[int] = field(default_factory=list)
     field_ids: list[tuple[int, int]] = field(default_factory=list)  # asked at each slow tick
     field_blank: dict[int, bytes] = field(default_factory=dict)  # see _field_values
-    nvlink_prev: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
+    # (KiB, µs) of each NVLink counter at its last reading, in `field_ids`' order of them
+    nvlink_prev: list[tuple[int, int] | None] = field(default_factory=list)
     link_rates: dict[int, dict[str, Any]] = field(default_factory=dict)  # of the last fields
     gpm_prev: Any = None
     gpm_prev_time: float = 0.0
@@ -972,8 +973,10 @@ class NvmlSource:
             s["energy_j"] = self._energy_call(dev)
             return
         got: dict[tuple[int, int], Any] = {}
-        # The answers come in the order asked, each with its own status.
-        for asked, (ret, value, stamp) in zip(ids, values, strict=True):
+        # The answers come in the order asked, each with its own status; the NVLink counters
+        # last.
+        head = len(ids) - 2 * len(dev.link_ids)
+        for asked, (ret, value, stamp) in zip(ids[:head], values[:head], strict=True):
             if ret:
                 if ret == ERR_GPU_IS_LOST:
                     raise _Lost("GPU is lost")
@@ -988,30 +991,31 @@ class NvmlSource:
         times = {r: got.get((fid, 0), UNSUPPORTED) for r, fid in REASON_COUNTERS.items()}
         known = {r: round(v[0] / 1e9, 3) for r, v in times.items() if _ok(v)}
         s["throttle_time"] = known if known else Missing("unsupported")
-        dev.link_rates = self._nvlink_rates(dev, got)
+        dev.link_rates = self._nvlink_rates(dev, values[head:])
 
     def _energy_call(self, dev: _Device) -> Any:
         return _map(dev.ask("energy", self.nvml.nvmlDeviceGetTotalEnergyConsumption, dev.handle),
                     lambda mj: round(mj / 1000, 1))
 
-    def _nvlink_rates(self, dev: _Device, got: dict[tuple[int, int], Any]
+    def _nvlink_rates(self, dev: _Device, answers: list[tuple[int, float | int, int]]
                       ) -> dict[int, dict[str, Any]]:
-        """Each link's tx and rx rates since the last reading of its counters."""
-        out: dict[int, dict[str, Any]] = {}
-        for lk in dev.links:
-            rates = out[lk.link] = {}
-            for key, fid in (("tx", FI_NVLINK_DATA_TX), ("rx", FI_NVLINK_DATA_RX)):
-                v = got.get((fid, lk.link), UNSUPPORTED)
-                if not _ok(v):
-                    rates[key] = v
-                    continue
-                kib, ts = int(v[0]), v[1]
-                prev = dev.nvlink_prev.get((fid, lk.link))
-                dev.nvlink_prev[(fid, lk.link)] = (kib, ts)
-                if prev is None or ts <= prev[1] or kib < prev[0]:
-                    rates[key] = Missing("pending")  # needs two readings
-                else:
-                    rates[key] = round((kib - prev[0]) * 1024 / ((ts - prev[1]) / 1e6), 1)
+        """Each link's tx and rx rates since the last reading of its counters, from `answers`:
+        the tx and rx counters of each of `dev.link_ids` in turn (144 on an 8-GPU node)."""
+        prev = dev.nvlink_prev = dev.nvlink_prev or [None] * len(answers)
+        out: dict[int, dict[str, Any]] = {link: {} for link in dev.link_ids}
+        for i, (ret, value, ts) in enumerate(answers):
+            rates, key = out[dev.link_ids[i >> 1]], "rx" if i & 1 else "tx"
+            if ret:
+                if ret == ERR_GPU_IS_LOST:
+                    raise _Lost("GPU is lost")
+                rates[key] = _NO_PERMISSION if ret == ERR_NO_PERMISSION else UNSUPPORTED
+                continue
+            kib, before = int(value), prev[i]
+            prev[i] = (kib, ts)
+            if before is None or ts <= before[1] or kib < before[0]:
+                rates[key] = PENDING  # needs two readings
+            else:
+                rates[key] = round((kib - before[0]) * 1024 / ((ts - before[1]) / 1e6), 1)
         return out
 
     def _read_link_state(self, dev: _Device) -> None:
@@ -1153,8 +1157,9 @@ _VALUE_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal"
 # The same members as struct formats, and nvmlFieldValue_t as the header file lays it out:
 # fieldId, scopeId (uint32), timestamp, latencyUsec (int64), valueType, nvmlReturn (enums),
 # value (an 8-byte union).
-_VALUE_FORMATS = ("=d", "=I", "=Q" if ctypes.sizeof(ctypes.c_ulong) == 8 else "=I", "=Q", "=q",
-                  "=i", "=H")
+_VALUE_FORMATS = tuple(struct.Struct(f) for f in (
+    "=d", "=I", "=Q" if ctypes.sizeof(ctypes.c_ulong) == 8 else "=I", "=Q", "=q", "=i", "=H"))
+_UNKNOWN_TYPE = struct.Struct("=Q")
 _FIELD_LAYOUT = {"fieldId": 0, "scopeId": 4, "timestamp": 8, "latencyUsec": 16,
                  "valueType": 24, "nvmlReturn": 28, "value": 32}
 _FIELD = struct.Struct("=IIqqII8s")
@@ -1187,8 +1192,8 @@ def _field_values(nvml: Any, handle: Any, ids: list[tuple[int, int]],
         raise nvml.NVMLError(ret)
     out: list[tuple[int, float | int, int]] = []
     for _, _, stamp, _, vtype, status, raw in _FIELD.iter_unpack(bytes(array)):
-        fmt = _VALUE_FORMATS[vtype] if 0 <= vtype < len(_VALUE_FORMATS) else "=Q"
-        out.append((status, struct.unpack_from(fmt, raw)[0], stamp))
+        fmt = _VALUE_FORMATS[vtype] if 0 <= vtype < len(_VALUE_FORMATS) else _UNKNOWN_TYPE
+        out.append((status, fmt.unpack_from(raw)[0], stamp))
     return out
 
 

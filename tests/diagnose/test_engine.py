@@ -14,6 +14,7 @@ import pytest
 
 from gputop.diagnose import Condition, Diagnostic, Engine, default_engine
 from gputop.diagnose.engine import BROKEN_ID
+from gputop.diagnose.rules import BUILTIN
 from gputop.model import HostSample, Snapshot
 from gputop.testing.synthetic import node
 
@@ -99,6 +100,35 @@ def test_a_diagnostic_that_raises_is_switched_off_and_reported_once() -> None:
     assert len(broken) == 1 and broken[0].severity == "warning"
     assert "'boom'" in broken[0].title and "ZeroDivisionError" in broken[0].title
     assert any(f.id == "test.hot" for f in timeline)  # the others still run
+
+
+def _nvlink_node(t: int) -> Snapshot:
+    """A 4-GPU NVLink node at second `t`: GPU 1's link 3 counts replays from 400 s, GPU 2's
+    link 5 goes down at 650 s, GPU 0 leaks 40 MiB/s from 200 s."""
+    s = node(4, time=T0 + t, links=18, processes=False)
+    leak = 40 * (1 << 20) * max(0, t - 200)
+    devices = (replace(s.devices[0], mem_used=s.devices[0].mem_used + leak), *s.devices[1:])
+    links = tuple(
+        replace(lk, errors={**lk.errors, "replay": max(0, t - 400) // 10})
+        if (lk.device_index, lk.link) == (1, 3) else
+        replace(lk, up=t < 650) if (lk.device_index, lk.link) == (2, 5) else lk
+        for lk in s.links)
+    return replace(s, devices=devices, links=links)
+
+
+def test_the_links_of_old_ticks_are_dropped_and_the_findings_are_the_same() -> None:
+    # mem.growth and xid look back ten minutes and read no links: past the five minutes of the
+    # rules that do, a tick's links are dropped, and every finding is as with all of them kept.
+    snaps = [_nvlink_node(t) for t in range(900)]
+    kept = Engine([replace(d, reads_links=True) for d in BUILTIN])
+    dropped = Engine(BUILTIN)
+    assert kept.run(snaps) == dropped.run(snaps)
+    assert {f.id for f in dropped.timeline()} >= {"mem.growth", "nvlink.errors", "nvlink.down"}
+    history = dropped._window
+    newest = history.times[-1]
+    assert history.times[0] <= newest - 599
+    assert all(not s.links for s in history.snaps if s.time < newest - 300)
+    assert all(len(s.links) == 72 for s in history.snaps if s.time >= newest - 300)
 
 
 def _entry_points(*eps: importlib.metadata.EntryPoint):  # type: ignore[no-untyped-def]

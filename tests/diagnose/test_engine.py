@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import re
 import subprocess
 import sys
@@ -168,6 +169,40 @@ def test_a_broken_plugin_is_a_warning_finding_not_a_crash(
     assert any("'gone'" in t and "ModuleNotFoundError" in t for t in titles)
     assert any("'wrong'" in t and "not a gputop Diagnostic" in t for t in titles)
     assert len(engine.notes) == 2
+
+
+def _installed(site: Path, entry_points: str) -> None:
+    """A distribution installed into `site` as pip lays it out, with these entry points."""
+    info = site / "gputop_diag_example-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: gputop-diag-example\n"
+                                   "Version: 0.1\n")
+    (info / "entry_points.txt").write_text(entry_points)
+
+
+_ENGINE = ("import sys\nfrom gputop.diagnose import default_engine\n"
+           "names = [d.name for d in default_engine().diagnostics]\n"
+           "print('ecc_corrected_rising' in names, 'importlib.metadata' in sys.modules)")
+
+
+def test_an_installed_plugin_is_found_through_its_distribution(tmp_path: Path) -> None:
+    toml = (EXAMPLE / "pyproject.toml").read_text()
+    section = toml.split('[project.entry-points."gputop.diagnostics"]', 1)[1]
+    name, value = re.search(r'^(\w+)\s*=\s*"([^"]+)"', section, re.MULTILINE).groups()  # type: ignore[union-attr]
+    _installed(tmp_path / "site", f"[console_scripts]\nx = y:z\n\n"
+                                  f"[gputop.diagnostics]\n{name} = {value}\n")
+    path = os.pathsep.join([str(tmp_path / "site"), str(EXAMPLE / "src")])
+    r = subprocess.run([sys.executable, "-c", _ENGINE], capture_output=True, text=True,
+                       check=True, env={**os.environ, "PYTHONPATH": path})
+    assert r.stdout.split() == ["True", "True"]
+
+
+def test_without_a_plugin_the_package_metadata_library_is_not_loaded(tmp_path: Path) -> None:
+    # Other entry points of other packages do not count; the library is 1.6 MiB resident.
+    _installed(tmp_path / "site", "[console_scripts]\ngputop-diag = x:y\n")
+    r = subprocess.run([sys.executable, "-c", _ENGINE], capture_output=True, text=True,
+                       check=True, env={**os.environ, "PYTHONPATH": str(tmp_path / "site")})
+    assert r.stdout.split() == ["False", "False"]
 
 
 def test_diagnostics_do_not_import_textual() -> None:

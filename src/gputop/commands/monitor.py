@@ -217,10 +217,13 @@ def open_recording(args: argparse.Namespace, meta: dict[str, Any]) -> RecordingW
 
 
 def run_record_headless(args: argparse.Namespace, err: TextIO) -> int:
-    from gputop.feeds.playback import demo_feed
+    feed: PolledFeed
+    if args.demo:
+        from gputop.feeds.playback import demo_feed
 
-    feed: PolledFeed = (demo_feed(args.interval, args.devices) if args.demo
-                        else live_poller(args.devices))
+        feed = demo_feed(args.interval, args.devices)
+    else:
+        feed = live_poller(args.devices)
     meta = {"interval": args.interval, "argv": sys.argv[1:], "host": socket.gethostname()}
     try:
         writer = open_recording(args, meta)

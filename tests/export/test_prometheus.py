@@ -554,19 +554,3 @@ def test_live_nvml_through_the_fake_library(capsys: pytest.CaptureFixture[str]) 
     # Rates and GPM need two readings: after one poll they are pending, so not exported yet.
     assert "DCGM_FI_PROF_SM_ACTIVE" not in fams
     assert "DCGM_FI_PROF_NVLINK_RX_BYTES" not in fams
-
-
-def test_serve_reads_nvlink_state_and_errors_at_the_scrape_cadence() -> None:
-    from gputop.commands.serve import build_parser, open_feed
-    from gputop.export.server import SLOW_STATE_INTERVAL
-    from gputop.sources.nvml import NvmlSource
-    from gputop.testing.fake_nvml import FakeNvml
-
-    assert SLOW_STATE_INTERVAL == 15.0  # Prometheus' default scrape interval (docs/metrics.md)
-    with FakeNvml([node(2, links=4)]):
-        feed = open_feed(build_parser().parse_args([]))
-        try:
-            assert [s.link_state_interval for s in feed.sources  # type: ignore[attr-defined]
-                    if isinstance(s, NvmlSource)] == [SLOW_STATE_INTERVAL]
-        finally:
-            feed.close()

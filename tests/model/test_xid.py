@@ -5,6 +5,7 @@ the detail view that lists them."""
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from gputop.export.prometheus import ExportState, exposition, families
 from gputop.model import Missing, Snapshot, XidEvent
 from gputop.recording import RecordingWriter, from_record, read_recording, to_record
 from gputop.report.summary import SummaryKeeper
-from gputop.sources.nvml import NvmlSource
+from gputop.sources.nvml import XID_TAKE_MAX, NvmlSource
 from gputop.sources.poller import Poller
 from gputop.testing.fake_nvml import FakeNvml, Fault, XidAt
 from gputop.testing.synthetic import node, series
@@ -94,10 +95,9 @@ def test_xid_13_is_a_warning_that_points_at_the_application() -> None:
 
 def test_a_driver_that_answers_not_supported_gives_no_events_and_no_error() -> None:
     snaps = series(4, 2)
-    ticks, found, fake, src = watched(
+    ticks, found, fake, _ = watched(
         snaps, [XidAt(tick=1, device=0, xid=79)],
         faults=[Fault("nvmlDeviceRegisterEvents", NOT_SUPPORTED)])
-    assert src.xid_thread is None
     assert fake.calls["nvmlEventSetWait_v2"] == 0 and fake.calls["nvmlEventSetFree"] == 1
     for t in ticks:
         assert not t.warnings
@@ -109,19 +109,44 @@ def test_a_driver_that_answers_not_supported_gives_no_events_and_no_error() -> N
     assert b"DCGM_FI_DEV_XID_ERRORS" not in text  # unknown is never exported as 0
 
 
-def test_the_event_thread_ends_when_the_source_closes() -> None:
-    with FakeNvml(series(2, 2)) as fake:
+def test_events_are_taken_at_each_poll_without_a_thread_and_the_set_is_freed_at_close() -> None:
+    snaps = series(3, 2)
+    before = {t.ident for t in threading.enumerate()}
+    with FakeNvml(snaps, xids=[XidAt(tick=1, device=1, xid=13), XidAt(tick=1, device=1, xid=31),
+                               XidAt(tick=2, device=0, xid=94)]) as fake:
         src = NvmlSource(slow_interval=0)
         src.open()
-        thread = src.xid_thread
-        assert thread is not None and thread.is_alive() and thread.daemon
-        src.poll(T0)
+        ticks = [src.poll(snaps[0].time)]
+        fake.advance()
+        ticks.append(src.poll(snaps[1].time))
+        fake.advance()
+        ticks.append(src.poll(snaps[2].time))
+        assert {t.ident for t in threading.enumerate()} == before
+        # Each poll asks until the driver says Timeout: once with nothing, then per event.
+        assert fake.calls["nvmlEventSetWait_v2"] == 1 + 3 + 2
         src.close()
-        thread.join(timeout=5)
-        assert not thread.is_alive()
         assert fake.calls["nvmlEventSetFree"] == 1
-        # The thread's own NVML reference is given back too.
-        assert fake.calls["nvmlInitWithFlags"] == fake.calls["nvmlShutdown"] == 2
+        assert fake.calls["nvmlInitWithFlags"] == fake.calls["nvmlShutdown"] == 1
+    assert [d.xids for d in ticks[0].devices] == [(), ()]
+    assert ticks[1].devices[1].xids == (XidEvent(13, snaps[1].time), XidEvent(31, snaps[1].time))
+    assert ticks[2].devices[0].xids == (XidEvent(94, snaps[2].time),)
+    assert [d.xid_count for d in ticks[2].devices] == [1, 2]
+
+
+def test_a_storm_is_taken_over_several_polls_and_none_is_lost() -> None:
+    snaps = series(3, 2)
+    storm = [XidAt(tick=1, device=0, xid=13) for _ in range(XID_TAKE_MAX + 6)]
+    with FakeNvml(snaps, xids=storm) as fake:
+        src = NvmlSource(slow_interval=0)
+        src.open()
+        src.poll(snaps[0].time)
+        fake.advance()
+        first = src.poll(snaps[1].time)
+        fake.advance()
+        second = src.poll(snaps[2].time)
+        src.close()
+    assert first.devices[0].xid_count == XID_TAKE_MAX
+    assert second.devices[0].xid_count == XID_TAKE_MAX + 6
 
 
 def test_an_event_set_that_fails_stops_watching_and_says_why_once() -> None:
@@ -129,14 +154,13 @@ def test_an_event_set_that_fails_stops_watching_and_says_why_once() -> None:
     with FakeNvml(snaps, faults=[Fault("nvmlEventSetWait_v2", UNKNOWN, after=2)]) as fake:
         src = NvmlSource(slow_interval=0)
         src.open()
-        thread = src.xid_thread
-        assert thread is not None
-        ticks = [src.poll(snaps[0].time)]
-        fake.advance(2)
-        thread.join(timeout=5)  # the next wait fails
-        assert not thread.is_alive()
-        ticks += [src.poll(s.time) for s in snaps[2:]]
+        ticks = []
+        for snap in snaps:
+            ticks.append(src.poll(snap.time))
+            fake.advance()
         src.close()
+        assert fake.calls["nvmlEventSetWait_v2"] == 3  # not asked again after it failed
+        assert fake.calls["nvmlEventSetFree"] == 1
     said = [w for t in ticks for w in t.warnings]
     assert len(said) == 1 and said[0].startswith("Xid events are no longer watched:")
     assert all(d.xid_count == 0 for t in ticks for d in t.devices)  # none came: still true

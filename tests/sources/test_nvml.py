@@ -9,7 +9,7 @@ import pytest
 
 from gputop.errors import BackendUnavailable, DriverMismatch
 from gputop.model import MigDevice, Missing, ProcessSample
-from gputop.sources.nvml import NvmlSource
+from gputop.sources.nvml import STATE_EVERY_S, NvmlSource
 from gputop.testing.fake_nvml import FakeNvml, Fault
 from gputop.testing.synthetic import GIB, H100_RESERVED, h100, node, series
 
@@ -92,16 +92,19 @@ def _counting_link_errors(ticks: int) -> list:
     return snaps
 
 
-def test_nvlink_state_and_errors_every_slow_tick_by_default() -> None:
-    ticks, fake, _ = run(_counting_link_errors(31), slow_interval=5)
+def test_nvlink_state_and_errors_and_mig_mode_every_slow_tick_when_asked() -> None:
+    ticks, fake, _ = run(_counting_link_errors(31), slow_interval=5, state_interval=5)
     # Open finds the links with the same call; then 2 links at 0, 5, ... 30 s.
     assert fake.calls["nvmlDeviceGetNvLinkErrorCounter"] == 7 * 2 * 4
+    assert fake.calls["nvmlDeviceGetMigMode"] == 7
     assert [t.links[0].errors["replay"] for t in ticks] == [t - t % 5 for t in range(31)]
 
 
-def test_nvlink_state_and_errors_at_a_cadence_of_their_own_never_older() -> None:
-    ticks, fake, _ = run(_counting_link_errors(31), slow_interval=5, link_state_interval=15)
+def test_nvlink_state_and_errors_and_mig_mode_every_15_s_never_older() -> None:
+    ticks, fake, _ = run(_counting_link_errors(31), slow_interval=5)
+    assert STATE_EVERY_S == 15.0  # Prometheus' default scrape interval (docs/metrics.md)
     assert fake.calls["nvmlDeviceGetNvLinkErrorCounter"] == 3 * 2 * 4  # at 0, 15 and 30 s
+    assert fake.calls["nvmlDeviceGetMigMode"] == 3
     shown = [t.links[0].errors["replay"] for t in ticks]
     assert shown == [t - t % 15 for t in range(31)]
     assert all(t - v < 15 for t, v in enumerate(shown))
@@ -109,6 +112,7 @@ def test_nvlink_state_and_errors_at_a_cadence_of_their_own_never_older() -> None
     assert fake.calls["nvmlDeviceGetFieldValues"] == 7
     assert all(lk.up is True and lk.rx == pytest.approx(5.0e9, rel=1e-3)
                for t in ticks[5:] for lk in t.links)
+    assert all(d.mig_enabled is False for t in ticks[1:] for d in t.devices)
 
 
 def test_topology_matrix_names_nvlink_through_nvswitch() -> None:

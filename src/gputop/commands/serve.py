@@ -16,7 +16,6 @@ from gputop.export.server import (
     DEFAULT_ADDRESS,
     LIVE_INTERVAL,
     RECORDING_INTERVAL,
-    SLOW_STATE_INTERVAL,
     Exporter,
     listen,
     url,
@@ -68,13 +67,7 @@ def open_feed(args: argparse.Namespace) -> PolledFeed:
         if feed.warning:
             print(f"gputop: warning: {feed.warning}", file=sys.stderr)
         return feed
-    from gputop.sources.nvml import NvmlSource
-
-    poller = live_poller(args.devices)
-    for src in poller.sources:
-        if isinstance(src, NvmlSource):  # NVLink state and errors at the scrape cadence
-            src.link_state_interval = SLOW_STATE_INTERVAL
-    return poller
+    return live_poller(args.devices)
 
 
 def main(argv: Sequence[str]) -> int:

@@ -141,6 +141,9 @@ def exposition(metrics: Iterable[Metric]) -> bytes:
     (`DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`) have no `_total` suffix, and prometheus_client's TYPE
     line would name `..._total`, leaving them untyped. Labels keep the order they were added in."""
     out: list[str] = []
+    # A GPU's labels are one dict shared by its samples: each is written out once. The dict is
+    # kept with its text, so that its id is not taken by another while this runs.
+    written: dict[int, tuple[Mapping[str, str], str]] = {}
     for m in metrics:
         if not m.samples:
             continue
@@ -152,8 +155,11 @@ def exposition(metrics: Iterable[Metric]) -> bytes:
         out.append(f"# HELP {name} {doc}\n# TYPE {name} {typ}\n")
         for s in m.samples:
             if s.labels:
-                pairs = ",".join(f'{k}="{_escape(v)}"' for k, v in s.labels.items())
-                out.append(f"{s.name}{{{pairs}}} {_number(s.value)}\n")
+                known = written.get(id(s.labels))
+                if known is None:
+                    pairs = ",".join(f'{k}="{_escape(v)}"' for k, v in s.labels.items())
+                    known = written[id(s.labels)] = (s.labels, pairs)
+                out.append(f"{s.name}{{{known[1]}}} {_number(s.value)}\n")
             else:
                 out.append(f"{s.name} {_number(s.value)}\n")
     return "".join(out).encode("utf-8")

@@ -24,9 +24,6 @@ from gputop.sources.pod_resources import PodRef, PodResources
 DEFAULT_ADDRESS = ("127.0.0.1", 9400)  # dcgm-exporter's port: gputop serve stands in for it
 LIVE_INTERVAL = 5.0
 RECORDING_INTERVAL = 1.0  # a recording plays one tick a second, its own pace
-# Prometheus' default scrape interval: NVLink state and error counters, which change rarely,
-# are read at most this often (docs/metrics.md); a scrape never shows them older.
-SLOW_STATE_INTERVAL = 15.0
 TEXT = ("Content-Type", "text/plain; charset=utf-8")
 
 

@@ -12,14 +12,16 @@ Cadence (costs measured on an H100, docs/diagnostics.md §0.11):
 - every `slow_interval` (5 s): field values (throttle-time counters, HBM temperature, energy,
   NVLink traffic), GPM (SM active, tensor, DRAM, PCIe traffic), process utilization, margin, ECC,
   remapped rows, limits, PCIe link, encoder/decoder;
-- NVLink state and error counters: every slow tick, or every `link_state_interval` s where set
-  (`gputop serve`: 15 s, Prometheus' default scrape interval);
+- every `state_interval` (STATE_EVERY_S, 15 s: Prometheus' default scrape interval), never older:
+  NVLink state and error counters (five calls a link: 720 on an 8-GPU NVSwitch node) and MIG
+  mode (0.1 ms a GPU; it changes only with a GPU reset);
 - every PCIE_THROUGHPUT_EVERY_S (15 s), only where GPM cannot give PCIe traffic:
   `nvmlDeviceGetPcieThroughput`, a 20 ms sample of the traffic that blocks for those 20 ms and
   costs 0.65 ms of CPU a call (H100, driver 580), two a GPU. The GPUs are sampled at once.
 
-Xid events arrive on their own: a daemon thread waits in `nvmlEventSetWait_v2` (it blocks up to a
-second) and each poll takes what it has received since the last one. Xid 79 marks the GPU lost.
+Xid events: every GPU that offers them is registered in one event set, and each poll takes what
+has arrived since the last one (`nvmlEventSetWait_v2` with no wait, until it says Timeout): no
+thread waits for them. Xid 79 marks the GPU lost.
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ import dataclasses
 import os
 import struct
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,6 +73,7 @@ GPM_METRICS = {  # NVML_GPM_METRIC_* -> DeviceSample field
     21: "pcie_rx",
 }
 PCIE_THROUGHPUT_EVERY_S = 15.0
+STATE_EVERY_S = 15.0  # NVLink state and error counters, MIG mode: they change rarely
 GPM_MIN_INTERVAL = 0.1  # s between the two samples of a GPM metric (nvml.h)
 TOPOLOGY_LABELS = {0: "X", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 NVLINK_VERSIONS = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7: "5.0", 8: "6.0"}
@@ -81,7 +83,8 @@ _NVLINK_ERROR_METRICS = tuple((name, c, f"nvlink_err{name}") for name, c in NVLI
 MIG_INSTANCE_NONE = 0xFFFFFFFF
 MIB = 1 << 20
 EVENT_XID = 0x8  # nvmlEventTypeXidCriticalError: the event's data is the Xid number
-EVENT_WAIT_MS = 1000  # one nvmlEventSetWait_v2; NVMLError_Timeout is the normal "no event"
+# Xid events taken by one poll at most; a storm's others wait for the next polls.
+XID_TAKE_MAX = 64
 XID_GPU_LOST = 79  # "GPU has fallen off the bus"
 # A Snapshot lists a GPU's Xids of the last hour, at most XID_RECENT_MAX of them, and always
 # its latest (the last Xid, as DCGM keeps it); `xid_count` counts them all.
@@ -135,7 +138,8 @@ class _Device:
     link_ids: list[int] = field(default_factory=list)
     field_ids: list[tuple[int, int]] = field(default_factory=list)  # asked at each slow tick
     field_blank: dict[int, bytes] = field(default_factory=dict)  # see _field_values
-    nvlink_prev: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
+    # (KiB, µs) of each NVLink counter at its last reading, in `field_ids`' order of them
+    nvlink_prev: list[tuple[int, int] | None] = field(default_factory=list)
     link_rates: dict[int, dict[str, Any]] = field(default_factory=dict)  # of the last fields
     gpm_prev: Any = None
     gpm_prev_time: float = 0.0
@@ -145,7 +149,8 @@ class _Device:
     proc_util: dict[int, tuple[float, float]] | Missing = PENDING
     mig_handles: list[tuple[Any, int, int]] = field(default_factory=list)
     proc_room: dict[str, int] = field(default_factory=dict)  # see _running_processes
-    link_state_at: float = float("-inf")  # when its links' state and errors were last read
+    state_at: float = float("-inf")  # when its links' state and errors, MIG mode were read
+    mig_mode: Any = None  # the last MIG mode read: (current, pending), or a Missing
     xid_count: int | Missing = UNSUPPORTED  # an int once Xid events are watched on this GPU
     xids: list[XidEvent] = field(default_factory=list)
 
@@ -233,69 +238,6 @@ def _fell_off(dev: _Device, why: str) -> str:
             "the other GPUs keep updating")
 
 
-class _XidWatch:
-    """Receives the Xid events of the GPUs registered in `event_set`, in a daemon thread that
-    blocks in nvmlEventSetWait_v2, and keeps them until the next poll takes them.
-
-    The thread holds an NVML reference of its own (nvmlInit is counted), so closing the source
-    does not wait for it: the thread sees the stop flag when its wait returns (within
-    EVENT_WAIT_MS), frees the event set and drops its reference. An error other than the normal
-    Timeout ends the thread, with a note for the next poll."""
-
-    def __init__(self, nvml: Any, event_set: Any, devices: dict[int, int]) -> None:
-        self._nvml = nvml
-        self._set = event_set
-        self._devices = devices  # handle address -> device index
-        self._lock = threading.Lock()
-        self._events: list[tuple[int, int, float]] = []  # (device index, Xid, epoch s)
-        self._note: str | None = None
-        self._stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="gputop-xid-events", daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def take(self) -> tuple[list[tuple[int, int, float]], str | None]:
-        """The events received since the last call, and why watching stopped (said once)."""
-        with self._lock:
-            events, self._events = self._events, []
-            note, self._note = self._note, None
-        return events, note
-
-    def _run(self) -> None:
-        n = self._nvml
-        try:
-            while not self._stop.is_set():
-                try:
-                    data = n.nvmlEventSetWait_v2(self._set, EVENT_WAIT_MS)
-                except n.NVMLError as e:
-                    if getattr(e, "value", None) == ERR_TIMEOUT:
-                        continue
-                    self._stopped(_err_text(e))
-                    return
-                if int(data.eventType) & EVENT_XID:
-                    index = self._devices.get(_address(data.device))
-                    if index is not None:
-                        with self._lock:
-                            self._events.append((index, int(data.eventData), time.time()))
-        except Exception as e:  # a thread's traceback would land on the dashboard
-            self._stopped(f"{type(e).__name__}: {e}")
-        finally:
-            for call, args in ((n.nvmlEventSetFree, (self._set,)), (n.nvmlShutdown, ())):
-                try:
-                    call(*args)
-                except Exception:  # the library may be gone already; nothing left to do
-                    pass
-
-    def _stopped(self, why: str) -> None:
-        if not self._stop.is_set():
-            with self._lock:
-                self._note = f"Xid events are no longer watched: {why}"
-
-
 def _err_text(e: BaseException) -> str:
     try:
         return str(e)
@@ -362,16 +304,14 @@ class NvmlSource:
 
     def __init__(self, lib: Any = None, *, slow_interval: float = 5.0,
                  pcie_throughput: bool = True, background: bool = False,
-                 link_state_interval: float | None = None) -> None:
+                 state_interval: float = STATE_EVERY_S) -> None:
         self._lib = lib
         self.nvml: Any = None
         self.slow_interval = slow_interval
         self.pcie_throughput = pcie_throughput
-        # NVLink state and error counters (five calls a link: 720 on an 8-GPU NVSwitch node)
-        # change rarely: read every slow tick, or at most every `link_state_interval` s where
-        # set (`gputop serve` reads them at Prometheus' scrape cadence). Rates follow every
-        # slow tick either way.
-        self.link_state_interval = link_state_interval
+        # NVLink state and error counters, and MIG mode, change rarely: read at most every
+        # `state_interval` s (at least every slow tick). NVLink rates follow every slow tick.
+        self.state_interval = state_interval
         # In the background, a poll never waits for the slow calls: it starts them in a thread
         # when they are due and shows what the last slow tick read (the first poll has the
         # fast fields only; the slow ones follow a tick later).
@@ -383,14 +323,9 @@ class NvmlSource:
         self.devices: list[_Device] = []
         self.topology: Topology | None = None
         self._last_slow = float("-inf")
-        self._last_poll = float("-inf")
         self._open = False
-        self._xid_watch: _XidWatch | None = None
-
-    @property
-    def xid_thread(self) -> threading.Thread | None:
-        """The thread that waits for Xid events; None when none are watched."""
-        return self._xid_watch.thread if self._xid_watch is not None else None
+        self._xid_set: Any = None  # the event set Xid events arrive on; None when none do
+        self._xid_devices: dict[int, int] = {}  # handle address -> device index
 
     # ------------------------------------------------------------------------------------------
     # open / close
@@ -459,13 +394,11 @@ class NvmlSource:
         if not self._open:
             return
         self._open = False
-        if self._xid_watch is not None:
-            self._xid_watch.stop()  # it ends within a wait, on its own NVML reference
-            self._xid_watch = None
         for thread in (self._slow_thread, self._primed):
             if thread is not None and thread.ident is not None:
                 thread.join(5.0)
         self._slow_thread = self._primed = None
+        self._stop_xids()
         for dev in self.devices:
             if dev.gpm_prev is not None:
                 try:
@@ -482,9 +415,8 @@ class NvmlSource:
     # Xid events
 
     def _watch_xids(self) -> None:
-        """Registers every GPU that offers Xid events in one event set and starts the thread
-        that waits on it. A GPU (or driver) that answers NotSupported has no events; nothing
-        else changes."""
+        """Registers every GPU that offers Xid events in one event set, which each poll reads.
+        A GPU (or driver) that answers NotSupported has no events; nothing else changes."""
         n = self.nvml
         try:
             event_set = n.nvmlEventSetCreate()
@@ -506,42 +438,55 @@ class NvmlSource:
                 continue
             dev.xid_count = 0
             watched[_address(dev.handle)] = dev.index
-        try:
-            if watched:
-                n.nvmlInit()  # the thread's own reference, dropped when it ends
-                self._xid_watch = _XidWatch(n, event_set, watched)
-                self._xid_watch.start()
-                return
-        except n.NVMLError as e:
-            for index in watched.values():
-                self.devices[index].xid_count = _xid_missing(e)
-        try:
-            n.nvmlEventSetFree(event_set)
-        except n.NVMLError:
-            pass
+        self._xid_set, self._xid_devices = event_set, watched
+        if not watched:
+            self._stop_xids()
+
+    def _stop_xids(self) -> None:
+        if self._xid_set is not None:
+            try:
+                self.nvml.nvmlEventSetFree(self._xid_set)
+            except self.nvml.NVMLError:
+                pass
+            self._xid_set = None
+
+    def _received_xids(self) -> tuple[list[tuple[int, int]], str | None]:
+        """The (device index, Xid) events that arrived since the last call, and why watching
+        stopped, if it did: an error other than the Timeout that means "no more events"."""
+        n = self.nvml
+        events: list[tuple[int, int]] = []
+        for _ in range(XID_TAKE_MAX):
+            try:
+                data = n.nvmlEventSetWait_v2(self._xid_set, 0)
+            except n.NVMLError as e:
+                if getattr(e, "value", None) == ERR_TIMEOUT:
+                    break
+                self._stop_xids()
+                return events, f"Xid events are no longer watched: {_err_text(e)}"
+            index = self._xid_devices.get(_address(data.device))
+            if int(data.eventType) & EVENT_XID and index is not None:
+                events.append((index, int(data.eventData)))
+        return events, None
 
     def _take_xids(self, now: float, tick: GpuTick) -> None:
-        """Adds the Xid events received since the last poll to their GPUs. An event is dated
-        when it arrived, or at this poll when that time is not between the two polls (a test
-        clock)."""
-        if self._xid_watch is not None:
-            events, note = self._xid_watch.take()
+        """Adds the Xid events that arrived since the last poll to their GPUs, dated at this
+        poll."""
+        if self._xid_set is not None:
+            events, note = self._received_xids()
             if note:
                 tick.warnings.append(note)
-            for index, xid, at in events:
+            for index, xid in events:
                 dev = self.devices[index]
-                when = at if self._last_poll < at <= now else now
                 dev.xid_count = (dev.xid_count if isinstance(dev.xid_count, int) else 0) + 1
-                dev.xids.append(XidEvent(xid=xid, time=when))
+                dev.xids.append(XidEvent(xid=xid, time=now))
                 if xid == XID_GPU_LOST and dev.lost is None:
-                    dev.lost = Missing("gpu_lost", since=when, detail="Xid 79")
+                    dev.lost = Missing("gpu_lost", since=now, detail="Xid 79")
                     tick.warnings.append(_fell_off(dev, "Xid 79"))
         for dev in self.devices:
             if len(dev.xids) > 1 and (len(dev.xids) > XID_RECENT_MAX
                                       or dev.xids[0].time <= now - XID_RECENT_S):
                 recent = [x for x in dev.xids if x.time > now - XID_RECENT_S]
                 dev.xids = recent[-XID_RECENT_MAX:] or dev.xids[-1:]
-        self._last_poll = now
 
     # ------------------------------------------------------------------------------------------
     # static facts
@@ -927,16 +872,19 @@ class NvmlSource:
         s["remapped_uncorrected"] = _map(rows, lambda r: int(r[1]))
         s["remap_pending"] = _map(rows, lambda r: bool(r[2]))
         s["remap_failed"] = _map(rows, lambda r: bool(r[3]))
+        # Read again when the next slow tick would find them `state_interval` s old: never
+        # older.
+        state = not 0 <= now + self.slow_interval - dev.state_at <= self.state_interval
+        if state:
+            dev.state_at = now
+            dev.mig_mode = dev.ask("mig_mode", n.nvmlDeviceGetMigMode, h)
         self._read_mig(dev, s)
         if counters:
             self._read_fields(dev, s, now)
             self._read_gpm(dev, s, now)
         # Without GPM, PCIe traffic comes from the blocking 20 ms counter (_slow_tick).
         self._read_process_util(dev, s)
-        # Read again when the next slow tick would find them `every` s old: never older.
-        every = self.link_state_interval
-        if every is None or not 0 <= now + self.slow_interval - dev.link_state_at <= every:
-            dev.link_state_at = now
+        if state:
             self._read_link_state(dev)
         else:
             dev.links = [_with_rates(lk, dev.link_rates.get(lk.link, {})) for lk in dev.links]
@@ -973,8 +921,7 @@ class NvmlSource:
 
     def _read_mig(self, dev: _Device, s: dict[str, Any]) -> None:
         n, h = self.nvml, dev.handle
-        mode = dev.ask("mig_mode", n.nvmlDeviceGetMigMode, h)
-        s["mig_enabled"] = _map(mode, lambda m: m[0] == 1)
+        s["mig_enabled"] = _map(dev.mig_mode, lambda m: m[0] == 1)
         if s["mig_enabled"] is not True:
             dev.mig_handles = []
             s["mig_devices"] = ()
@@ -1026,8 +973,10 @@ class NvmlSource:
             s["energy_j"] = self._energy_call(dev)
             return
         got: dict[tuple[int, int], Any] = {}
-        # The answers come in the order asked, each with its own status.
-        for asked, (ret, value, stamp) in zip(ids, values, strict=True):
+        # The answers come in the order asked, each with its own status; the NVLink counters
+        # last.
+        head = len(ids) - 2 * len(dev.link_ids)
+        for asked, (ret, value, stamp) in zip(ids[:head], values[:head], strict=True):
             if ret:
                 if ret == ERR_GPU_IS_LOST:
                     raise _Lost("GPU is lost")
@@ -1042,30 +991,31 @@ class NvmlSource:
         times = {r: got.get((fid, 0), UNSUPPORTED) for r, fid in REASON_COUNTERS.items()}
         known = {r: round(v[0] / 1e9, 3) for r, v in times.items() if _ok(v)}
         s["throttle_time"] = known if known else Missing("unsupported")
-        dev.link_rates = self._nvlink_rates(dev, got)
+        dev.link_rates = self._nvlink_rates(dev, values[head:])
 
     def _energy_call(self, dev: _Device) -> Any:
         return _map(dev.ask("energy", self.nvml.nvmlDeviceGetTotalEnergyConsumption, dev.handle),
                     lambda mj: round(mj / 1000, 1))
 
-    def _nvlink_rates(self, dev: _Device, got: dict[tuple[int, int], Any]
+    def _nvlink_rates(self, dev: _Device, answers: list[tuple[int, float | int, int]]
                       ) -> dict[int, dict[str, Any]]:
-        """Each link's tx and rx rates since the last reading of its counters."""
-        out: dict[int, dict[str, Any]] = {}
-        for lk in dev.links:
-            rates = out[lk.link] = {}
-            for key, fid in (("tx", FI_NVLINK_DATA_TX), ("rx", FI_NVLINK_DATA_RX)):
-                v = got.get((fid, lk.link), UNSUPPORTED)
-                if not _ok(v):
-                    rates[key] = v
-                    continue
-                kib, ts = int(v[0]), v[1]
-                prev = dev.nvlink_prev.get((fid, lk.link))
-                dev.nvlink_prev[(fid, lk.link)] = (kib, ts)
-                if prev is None or ts <= prev[1] or kib < prev[0]:
-                    rates[key] = Missing("pending")  # needs two readings
-                else:
-                    rates[key] = round((kib - prev[0]) * 1024 / ((ts - prev[1]) / 1e6), 1)
+        """Each link's tx and rx rates since the last reading of its counters, from `answers`:
+        the tx and rx counters of each of `dev.link_ids` in turn (144 on an 8-GPU node)."""
+        prev = dev.nvlink_prev = dev.nvlink_prev or [None] * len(answers)
+        out: dict[int, dict[str, Any]] = {link: {} for link in dev.link_ids}
+        for i, (ret, value, ts) in enumerate(answers):
+            rates, key = out[dev.link_ids[i >> 1]], "rx" if i & 1 else "tx"
+            if ret:
+                if ret == ERR_GPU_IS_LOST:
+                    raise _Lost("GPU is lost")
+                rates[key] = _NO_PERMISSION if ret == ERR_NO_PERMISSION else UNSUPPORTED
+                continue
+            kib, before = int(value), prev[i]
+            prev[i] = (kib, ts)
+            if before is None or ts <= before[1] or kib < before[0]:
+                rates[key] = PENDING  # needs two readings
+            else:
+                rates[key] = round((kib - before[0]) * 1024 / ((ts - before[1]) / 1e6), 1)
         return out
 
     def _read_link_state(self, dev: _Device) -> None:
@@ -1215,8 +1165,9 @@ _VALUE_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal"
 # The same members as struct formats, and nvmlFieldValue_t as the header file lays it out:
 # fieldId, scopeId (uint32), timestamp, latencyUsec (int64), valueType, nvmlReturn (enums),
 # value (an 8-byte union).
-_VALUE_FORMATS = ("=d", "=I", "=Q" if ctypes.sizeof(ctypes.c_ulong) == 8 else "=I", "=Q", "=q",
-                  "=i", "=H")
+_VALUE_FORMATS = tuple(struct.Struct(f) for f in (
+    "=d", "=I", "=Q" if ctypes.sizeof(ctypes.c_ulong) == 8 else "=I", "=Q", "=q", "=i", "=H"))
+_UNKNOWN_TYPE = struct.Struct("=Q")
 _FIELD_LAYOUT = {"fieldId": 0, "scopeId": 4, "timestamp": 8, "latencyUsec": 16,
                  "valueType": 24, "nvmlReturn": 28, "value": 32}
 _FIELD = struct.Struct("=IIqqII8s")
@@ -1249,8 +1200,8 @@ def _field_values(nvml: Any, handle: Any, ids: list[tuple[int, int]],
         raise nvml.NVMLError(ret)
     out: list[tuple[int, float | int, int]] = []
     for _, _, stamp, _, vtype, status, raw in _FIELD.iter_unpack(bytes(array)):
-        fmt = _VALUE_FORMATS[vtype] if 0 <= vtype < len(_VALUE_FORMATS) else "=Q"
-        out.append((status, struct.unpack_from(fmt, raw)[0], stamp))
+        fmt = _VALUE_FORMATS[vtype] if 0 <= vtype < len(_VALUE_FORMATS) else _UNKNOWN_TYPE
+        out.append((status, fmt.unpack_from(raw)[0], stamp))
     return out
 
 

@@ -216,11 +216,11 @@ def _read_file(path: Path, uid: int) -> bytes | None:
 def read_probe(pid: int, uid: int, now: float, notes: list[str] | None = None,
                listed: dict[Path, frozenset[str] | None] | None = None) -> ProbeSample | None:
     """The freshest valid, non-stale payload of `pid` (run by `uid`), or None. `listed` holds
-    the names in each directory (None where it could not be listed) when the caller listed
-    them: a file that is not there is then not looked for."""
+    the names in each of `uid`'s directories (None where it could not be listed) when the
+    caller listed them: a file that is not there is then not looked for."""
     best: ProbeSample | None = None
     name = f"{pid}.json"
-    for d in probe_dirs(uid):
+    for d in (probe_dirs(uid) if listed is None else listed):
         names = listed.get(d) if listed is not None else None
         if names is not None and name not in names:
             continue
@@ -258,10 +258,11 @@ def read_probes(pids_to_uids: dict[int, int], now: float,
     (time.time()). Files older than STALE_AFTER_S are ignored: the process hung or exited
     without removing its file. Why a file was rejected is appended to `notes`. Each directory
     is listed once, so a process that publishes nothing costs no file system call."""
-    listed = {d: _listing(d) for uid in set(pids_to_uids.values()) for d in probe_dirs(uid)}
+    listed = {uid: {d: _listing(d) for d in probe_dirs(uid)}
+              for uid in set(pids_to_uids.values())}
     out: dict[int, ProbeSample] = {}
     for pid, uid in pids_to_uids.items():
-        sample = read_probe(pid, uid, now, notes, listed)
+        sample = read_probe(pid, uid, now, notes, listed[uid])
         if sample is not None:
             out[pid] = sample
     return out

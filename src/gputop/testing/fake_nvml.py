@@ -15,9 +15,9 @@ Faults are injected per call: `Fault("nvmlDeviceGetPowerUsage", NVML_ERROR_NO_PE
 
 Xid events are injected by tick: `FakeNvml(snaps, xids=[XidAt(tick=5, device=3, xid=79)])`. The
 event set answers `nvmlEventSetWait_v2` as the driver does: an event of a registered GPU once its
-tick has come, else NVMLError_Timeout after the timeout (at once after nvmlShutdown).
-`advance` returns once the events of the new tick have been taken by the waiting thread, so the
-next poll sees them. `Fault("nvmlDeviceRegisterEvents", NOT_SUPPORTED)` makes a GPU offer none.
+tick has come, else NVMLError_Timeout after the timeout (at once after nvmlShutdown): the next
+poll after `advance` takes the events of the new tick.
+`Fault("nvmlDeviceRegisterEvents", NOT_SUPPORTED)` makes a GPU offer none.
 """
 
 from __future__ import annotations
@@ -137,15 +137,12 @@ class FakeNvml:
         self._next_sample = 1
         self._saved: tuple[Any, dict[str, Any]] | None = None
         self._nvlink_kib = self._integrate_nvlink()
-        # Events: the waiting thread and the test's thread meet under one lock.
+        # Events: a thread waiting for them and the test's thread meet under one lock.
         self.xids = sorted(xids, key=lambda x: x.tick)
         self.delivered: list[XidAt] = []
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)  # for waiters: something changed
-        self._settled = threading.Condition(self._lock)  # for advance: a waiter came back
         self._sets: dict[int, dict[int, int]] = {}  # event set -> device -> registered types
-        self._waits = 0  # nvmlEventSetWait_v2 calls so far
-        self._delivered_at = -1  # the wait call that delivered the last event
         self._shutdowns = 0
         self._installed = False
 
@@ -179,18 +176,6 @@ class FakeNvml:
         with self._lock:
             self.tick += n
             self._wake.notify_all()
-        self.settle()
-
-    def settle(self, timeout: float = 5.0) -> None:
-        """Waits until every event due by now has been taken by a waiting thread, and that
-        thread has come back to wait (so it has handed the event on)."""
-        with self._lock:
-            self._settled.wait_for(self._quiet, timeout)
-
-    def _quiet(self) -> bool:
-        if any(self._due(sid) is not None for sid in self._sets):
-            return False
-        return self._waits > self._delivered_at or not self._sets
 
     # ------------------------------------------------------------------------------------------
     # the C entry points: pynvml looks them up with getattr(nvmlLib, name)
@@ -662,7 +647,6 @@ class FakeNvml:
         with self._lock:
             if self._sets.pop(_address(es), None) is None:
                 raise _Fail(INVALID_ARGUMENT)
-            self._settled.notify_all()
 
     def c_nvmlDeviceGetSupportedEventTypes(self, h: Any, ref: Any) -> None:
         self._dev(h)
@@ -693,9 +677,6 @@ class FakeNvml:
         sid = _address(es)
         deadline = time.monotonic() + int(_val(timeout_ms)) / 1000
         with self._lock:
-            self._waits += 1
-            me = self._waits
-            self._settled.notify_all()
             shutdowns = self._shutdowns
             while True:
                 if not self._installed:
@@ -706,7 +687,6 @@ class FakeNvml:
                 if i is not None:
                     x = self.xids.pop(i)
                     self.delivered.append(x)
-                    self._delivered_at = me
                     break
                 left = deadline - time.monotonic()
                 # Once the library is shut down (the source closing), end the wait early: the

@@ -270,7 +270,8 @@ def median(xs: list[float]) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--fake", default=os.environ.get("FAKENVML", "../shared/fakenvml"),
-                    help="the fakenvml folder, built (default $FAKENVML or ../shared/fakenvml)")
+                    help="the fakenvml folder; its library is built in a temporary folder "
+                         "where it has none (default $FAKENVML or ../shared/fakenvml)")
     ap.add_argument("--nvitop", default=shutil.which("nvitop"),
                     help="the nvitop 1.7.2 executable (default: nvitop on PATH)")
     ap.add_argument("--gputop", default=None,
@@ -296,9 +297,6 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     fake = Path(a.fake).resolve()
-    lib = fake / "build"
-    if not (lib / "libnvidia-ml.so.1").exists():
-        raise SystemExit(f"no fake library in {lib} (build fakenvml first: make)")
     if shutil.which("tmux") is None:
         raise SystemExit("tmux is needed")
     gputop_exe = a.gputop or str(Path(sys.executable).with_name("gputop"))
@@ -314,6 +312,11 @@ def main() -> int:
             tools["nvitop"] = {"tui": [a.nvitop, "--interval", "1"], "once": [a.nvitop, "-1"]}
 
     work = Path(tempfile.mkdtemp(prefix="gputop-bench-"))
+    lib = fake / "build"
+    if not (lib / "libnvidia-ml.so.1").exists():  # built here: the fakenvml folder may be read-only
+        lib = work / "fakenvml"
+        if subprocess.run(["make", "-s", "-C", str(fake), f"BUILD={lib}"]).returncode:
+            raise SystemExit(f"could not build the fake library of {fake} (make)")
     scenario, pidfile = work / "scenario.txt", work / "dummies.pid"
     subprocess.run([sys.executable, str(fake / "tools" / "mkscenario.py"), "--out",
                     str(scenario), "--pidfile", str(pidfile)], check=True,

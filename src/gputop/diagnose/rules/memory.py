@@ -207,8 +207,6 @@ def _soon(window: Sequence[Snapshot], index: int, pid: int,
     recent = last(window, SOON_FIT_S)
     if free is None or len(recent) < SOON_MIN_POINTS:
         return None
-    busy = mean(busy_values(recent, index)[1])
-    limit = SOON_S if busy is not None and busy >= COMPUTING else SOON_LOAD_S
     ts = times(recent)
     if pid < 0:
         pts = series(recent, index, "mem_used")
@@ -230,6 +228,8 @@ def _soon(window: Sequence[Snapshot], index: int, pid: int,
     if r2 < MIN_R2 or grown < SOON_MIN_GROWTH or vs[-1] < max(vs):
         return None
     eta = max(free, 0.0) / slope
+    busy = mean(busy_values(recent, index)[1])
+    limit = SOON_S if busy is not None and busy >= COMPUTING else SOON_LOAD_S
     return (slope, r2, grown, eta) if eta <= limit else None
 
 

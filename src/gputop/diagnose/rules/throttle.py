@@ -182,12 +182,33 @@ def _lowest_margin(window: Sequence[Snapshot], index: int) -> float | None:
 def _thermal(window: Sequence[Snapshot], index: int, d: DeviceSample,
              now: Sequence[Snapshot] | None = None) -> list[Condition]:
     """What the window says of one GPU under load; `now` is its last HOLD_S."""
+    if now is None:
+        now = last(window, HOLD_S)
+    # What decides, first: on most ticks of most GPUs nothing holds, and no text is built.
+    slowdown = number(d.temp_slowdown)
+    margin = _margin(d)
+    hw_thermal = _held(now, index, "hw_thermal")
+    brake = _held(now, index, "hw_power_brake")
+    hot_now = max(field_values(now, index, "temp_gpu"), default=None)
+    hot = slowdown is not None and hot_now is not None and hot_now >= slowdown
+    bare = hw_thermal == 0 and brake == 0 and _bare_slowdown(now, index)
+    sw_s = _counted(window, index, "sw_thermal")
+    # The same counter reading as `sw_s` where there is one (counter_growth keeps it a tick).
+    sw_share = reason_share(window, index, "sw_thermal") or 0.0
+    at_edge = margin is not None and margin <= MARGIN_HOT
+    # Active at the newest tick: what one tick says at once (`_moment`) is not held back here.
+    now_on = isinstance(d.throttle, tuple) and "sw_thermal" in d.throttle
+    still = now_on or (reason_share(now, index, "sw_thermal") or 0.0) > 0
+    sw = (sw_share > SW_SHARE and still) or at_edge
+    near = (margin is not None and margin <= MARGIN_NEAR and hw_thermal == 0
+            and sw_share == 0)
+    if not (hw_thermal > 0 or hot or brake > 0 or bare or sw or near):
+        return []
+
     gpu = f"GPU{index}"
     # The window's peak: a postmortem wants how hot it got, and one tick at the slowdown
     # threshold is enough for the hardware to cut the clocks.
     temp = max(field_values(window, index, "temp_gpu"), default=None)
-    slowdown = number(d.temp_slowdown)
-    margin = _margin(d)
     clock = median(field_values(window, index, "clock_sm"))
     clock_max = number(d.clock_sm_max)
     clocks = f"clocks {clock:.0f}/{clock_max:.0f} MHz" if clock and clock_max else "clocks ?"
@@ -200,14 +221,7 @@ def _thermal(window: Sequence[Snapshot], index: int, d: DeviceSample,
     lowest = _lowest_margin(window, index)
     evidence = {k: v for k, v in (("temp_c", temp), ("margin_c", lowest), ("clock_mhz", clock),
                                   ("clock_max_mhz", clock_max)) if v is not None}
-    if now is None:
-        now = last(window, HOLD_S)
-    hw_thermal = _held(now, index, "hw_thermal")
-    brake = _held(now, index, "hw_power_brake")
     out = []
-
-    hot_now = max(field_values(now, index, "temp_gpu"), default=None)
-    hot = slowdown is not None and hot_now is not None and hot_now >= slowdown
     if hw_thermal > 0 or hot:
         out.append(Condition(
             id="thermal.hw", severity="critical", device=index,
@@ -220,7 +234,7 @@ def _thermal(window: Sequence[Snapshot], index: int, d: DeviceSample,
             title=f"{gpu} HW power brake: {clocks}",
             cause=f"{gpu}'s clocks were cut by the external power brake signal.",
             fix=POWER_DELIVERY_FIX, evidence={**evidence, "hw_power_brake_s": brake}))
-    if hw_thermal == 0 and brake == 0 and _bare_slowdown(now, index):
+    if bare:
         thermal = margin is not None and margin <= MARGIN_HOT
         why = f"heat (margin {margin:.0f} °C)" if thermal else \
             "power delivery (over-current / Fast Trigger), not heat"
@@ -231,17 +245,10 @@ def _thermal(window: Sequence[Snapshot], index: int, d: DeviceSample,
                   "the thermal nor the power-brake bit.",
             fix=THERMAL_FIX if thermal else POWER_DELIVERY_FIX, evidence=evidence))
 
-    sw_s = _counted(window, index, "sw_thermal")
-    # The same counter reading as `sw_s` where there is one (counter_growth keeps it a tick).
-    sw_share = reason_share(window, index, "sw_thermal") or 0.0
     if sw_s is not None:
         evidence["sw_thermal_s"] = sw_s
     evidence["sw_thermal_share"] = sw_share
-    at_edge = margin is not None and margin <= MARGIN_HOT
-    # Active at the newest tick: what one tick says at once (`_moment`) is not held back here.
-    now_on = isinstance(d.throttle, tuple) and "sw_thermal" in d.throttle
-    still = now_on or (reason_share(now, index, "sw_thermal") or 0.0) > 0
-    if (sw_share > SW_SHARE and still) or at_edge:
+    if sw:
         limit = number(d.temp_max_operating)
         at = f" ({limit:.0f} °C)" if limit is not None else ""
         if lowest is None:
@@ -257,8 +264,8 @@ def _thermal(window: Sequence[Snapshot], index: int, d: DeviceSample,
             cause=f"{gpu} {where}: the driver lowers its clocks to hold it there.",
             fix=THERMAL_FIX, evidence=evidence, for_s=0.0 if at_edge or now_on else SW_FOR_S,
             score=sw_share * 100 - (lowest if lowest is not None else 0.0)))
-    elif (margin is not None and margin <= MARGIN_NEAR and hw_thermal == 0
-          and sw_share == 0):
+    elif near:
+        assert margin is not None
         out.append(Condition(
             id="thermal.near", severity="info", device=index,
             title=f"{gpu} runs {margin:.0f} °C below its thermal slowdown ({temps})",

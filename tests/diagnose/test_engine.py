@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import re
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 
 from gputop.diagnose import Condition, Diagnostic, Engine, default_engine
 from gputop.diagnose.engine import BROKEN_ID
+from gputop.diagnose.rules import BUILTIN
 from gputop.model import HostSample, Snapshot
 from gputop.testing.synthetic import node
 
@@ -101,6 +103,35 @@ def test_a_diagnostic_that_raises_is_switched_off_and_reported_once() -> None:
     assert any(f.id == "test.hot" for f in timeline)  # the others still run
 
 
+def _nvlink_node(t: int) -> Snapshot:
+    """A 4-GPU NVLink node at second `t`: GPU 1's link 3 counts replays from 400 s, GPU 2's
+    link 5 goes down at 650 s, GPU 0 leaks 40 MiB/s from 200 s."""
+    s = node(4, time=T0 + t, links=18, processes=False)
+    leak = 40 * (1 << 20) * max(0, t - 200)
+    devices = (replace(s.devices[0], mem_used=s.devices[0].mem_used + leak), *s.devices[1:])
+    links = tuple(
+        replace(lk, errors={**lk.errors, "replay": max(0, t - 400) // 10})
+        if (lk.device_index, lk.link) == (1, 3) else
+        replace(lk, up=t < 650) if (lk.device_index, lk.link) == (2, 5) else lk
+        for lk in s.links)
+    return replace(s, devices=devices, links=links)
+
+
+def test_the_links_of_old_ticks_are_dropped_and_the_findings_are_the_same() -> None:
+    # mem.growth and xid look back ten minutes and read no links: past the five minutes of the
+    # rules that do, a tick's links are dropped, and every finding is as with all of them kept.
+    snaps = [_nvlink_node(t) for t in range(900)]
+    kept = Engine([replace(d, reads_links=True) for d in BUILTIN])
+    dropped = Engine(BUILTIN)
+    assert kept.run(snaps) == dropped.run(snaps)
+    assert {f.id for f in dropped.timeline()} >= {"mem.growth", "nvlink.errors", "nvlink.down"}
+    history = dropped._window
+    newest = history.times[-1]
+    assert history.times[0] <= newest - 599
+    assert all(not s.links for s in history.snaps if s.time < newest - 300)
+    assert all(len(s.links) == 72 for s in history.snaps if s.time >= newest - 300)
+
+
 def _entry_points(*eps: importlib.metadata.EntryPoint):  # type: ignore[no-untyped-def]
     def fake(**kw: object) -> list[importlib.metadata.EntryPoint]:
         assert kw == {"group": "gputop.diagnostics"}
@@ -138,6 +169,40 @@ def test_a_broken_plugin_is_a_warning_finding_not_a_crash(
     assert any("'gone'" in t and "ModuleNotFoundError" in t for t in titles)
     assert any("'wrong'" in t and "not a gputop Diagnostic" in t for t in titles)
     assert len(engine.notes) == 2
+
+
+def _installed(site: Path, entry_points: str) -> None:
+    """A distribution installed into `site` as pip lays it out, with these entry points."""
+    info = site / "gputop_diag_example-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: gputop-diag-example\n"
+                                   "Version: 0.1\n")
+    (info / "entry_points.txt").write_text(entry_points)
+
+
+_ENGINE = ("import sys\nfrom gputop.diagnose import default_engine\n"
+           "names = [d.name for d in default_engine().diagnostics]\n"
+           "print('ecc_corrected_rising' in names, 'importlib.metadata' in sys.modules)")
+
+
+def test_an_installed_plugin_is_found_through_its_distribution(tmp_path: Path) -> None:
+    toml = (EXAMPLE / "pyproject.toml").read_text()
+    section = toml.split('[project.entry-points."gputop.diagnostics"]', 1)[1]
+    name, value = re.search(r'^(\w+)\s*=\s*"([^"]+)"', section, re.MULTILINE).groups()  # type: ignore[union-attr]
+    _installed(tmp_path / "site", f"[console_scripts]\nx = y:z\n\n"
+                                  f"[gputop.diagnostics]\n{name} = {value}\n")
+    path = os.pathsep.join([str(tmp_path / "site"), str(EXAMPLE / "src")])
+    r = subprocess.run([sys.executable, "-c", _ENGINE], capture_output=True, text=True,
+                       check=True, env={**os.environ, "PYTHONPATH": path})
+    assert r.stdout.split() == ["True", "True"]
+
+
+def test_without_a_plugin_the_package_metadata_library_is_not_loaded(tmp_path: Path) -> None:
+    # Other entry points of other packages do not count; the library is 1.6 MiB resident.
+    _installed(tmp_path / "site", "[console_scripts]\ngputop-diag = x:y\n")
+    r = subprocess.run([sys.executable, "-c", _ENGINE], capture_output=True, text=True,
+                       check=True, env={**os.environ, "PYTHONPATH": str(tmp_path / "site")})
+    assert r.stdout.split() == ["False", "False"]
 
 
 def test_diagnostics_do_not_import_textual() -> None:

@@ -66,6 +66,22 @@ def test_nvlink_rates_come_from_cumulative_counters() -> None:
     assert links[0].errors == {"replay": 0, "recovery": 0, "crc_flit": 0, "crc_data": 0}
 
 
+def test_what_did_not_change_on_a_link_is_held_once_across_ticks() -> None:
+    # The diagnostics keep minutes of ticks: a link's unchanged readings are not kept anew.
+    steady = [node(1, time=1000.0 + t, links=2) for t in range(4)]
+    ticks, _, _ = run(steady)
+    assert ticks[-1].links == ticks[-2].links
+    assert all(a is b for a, b in zip(ticks[-1].links, ticks[-2].links, strict=True))
+    busier = [dataclasses.replace(s, links=tuple(
+        dataclasses.replace(lk, rx=(5 + t) * 1e9, tx=(5 + t) * 1e9) for lk in s.links))
+        for t, s in enumerate(steady)]
+    ticks, _, _ = run(busier)
+    a, b = ticks[-2].links[0], ticks[-1].links[0]
+    assert b.rx == pytest.approx(8e9, rel=1e-3) and a.rx == pytest.approx(7e9, rel=1e-3)
+    assert b.errors == {"replay": 0, "recovery": 0, "crc_flit": 0, "crc_data": 0}
+    assert b.errors is a.errors and b.up is True
+
+
 def _counting_link_errors(ticks: int) -> list:
     """One GPU with two links whose replay counter reads the tick's number."""
     snaps = []

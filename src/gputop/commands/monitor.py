@@ -28,6 +28,7 @@ from gputop.ui.view.status import use_thresholds
 # recording, and the dashboard loads them in a thread while Textual loads.
 if TYPE_CHECKING:
     from gputop.feeds import PolledFeed
+    from gputop.feeds.tee import RecordingTee
     from gputop.model import Snapshot
     from gputop.recording.writer import RecordingWriter
     from gputop.sources.cpu_start import CpuStart
@@ -216,10 +217,13 @@ def open_recording(args: argparse.Namespace, meta: dict[str, Any]) -> RecordingW
 
 
 def run_record_headless(args: argparse.Namespace, err: TextIO) -> int:
-    from gputop.feeds.playback import demo_feed
+    feed: PolledFeed
+    if args.demo:
+        from gputop.feeds.playback import demo_feed
 
-    feed: PolledFeed = (demo_feed(args.interval, args.devices) if args.demo
-                        else live_poller(args.devices))
+        feed = demo_feed(args.interval, args.devices)
+    else:
+        feed = live_poller(args.devices)
     meta = {"interval": args.interval, "argv": sys.argv[1:], "host": socket.gethostname()}
     try:
         writer = open_recording(args, meta)
@@ -315,13 +319,14 @@ def run_dashboard(args: argparse.Namespace) -> int:
     polled.wait(ONCE_TIMEOUT_S)
     try:
         from gputop.feeds.diagnosed import DiagnosedFeed
-        from gputop.feeds.tee import RecordingTee
         from gputop.ui.app import GputopApp
 
         feed, engine = started.result(ONCE_TIMEOUT_S)
         writer = None
         tee: RecordingTee | None = None
-        if args.record:
+        if args.record:  # the recording's modules only then
+            from gputop.feeds.tee import RecordingTee
+
             try:
                 writer = open_recording(args, {"interval": args.interval})
             except RecordingError:
@@ -336,7 +341,7 @@ def run_dashboard(args: argparse.Namespace) -> int:
 
     diagnosed = DiagnosedFeed(feed, engine, new_engine=default_engine)
     if args.demo:  # the findings of one pass of the demo do not run into the next
-        demo = feed.feed if isinstance(feed, RecordingTee) else feed
+        demo = tee.feed if tee is not None else feed
         demo.on_loop = diagnosed.reset  # type: ignore[union-attr]
     failed: RecordingError | None = None
     try:

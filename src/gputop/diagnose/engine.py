@@ -51,6 +51,8 @@ class Engine:
         self.notes: list[str] = [f"{name}: {msg}" for name, msg in broken]
         self._broken_pending = list(broken)  # reported as findings at the first snapshot
         self._span = max((d.window_s for d in self.diagnostics), default=0.0)
+        self._links_span = max((d.window_s for d in self.diagnostics if d.reads_links),
+                               default=0.0)
         self._window = History()  # the last `_span` seconds of ticks, and what rules read
         # Keyed by the Diagnostic itself, so two plug-ins that chose the same name stay apart.
         self._tracks: dict[tuple[Diagnostic, tuple[str, int | None, int | None]], _Track] = {}
@@ -67,6 +69,7 @@ class Engine:
             return self.open_findings()  # a repeated or out-of-order tick says nothing new
         history.append(snap)
         history.forget_before(snap.time - self._span)
+        history.drop_links_before(snap.time - self._links_span)
         for name, msg in self._broken_pending:
             self._notices.append(_broken(name, msg, snap.time))
         self._broken_pending.clear()

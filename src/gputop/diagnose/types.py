@@ -110,7 +110,9 @@ class Diagnostic:
     `clear_s` is how long a condition must be false before its finding closes; None means the
     same as its `for` duration (docs/diagnostics.md §8). `every_s` is how often it runs: rules are
     evaluated every slow tick (5 s) over sliding windows; a check that must answer at once says
-    0."""
+    0. `reads_links` False says the check never reads `Snapshot.links`: the engine keeps a
+    tick's links (a hundred or more on an NVLink node) only as long as a check that reads them
+    looks back, not for the whole of a longer window."""
 
     name: str
     check: Check
@@ -118,6 +120,7 @@ class Diagnostic:
     for_s: float = 0.0
     clear_s: float | None = None
     every_s: float = 5.0
+    reads_links: bool = True
 
 
 def _time(v: object) -> bool:

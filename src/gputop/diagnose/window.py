@@ -10,6 +10,7 @@ few seconds, and over a day-long recording reading each tick again every time is
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import itertools
 import math
 import operator
@@ -33,6 +34,7 @@ class History:
         # (function, start, stop, args) -> what a pure function of those ticks gave, until the
         # ticks change: several rules ask the same figure of the same ticks
         self.results: dict[tuple[Any, ...], Any] = {}
+        self.linked = 0  # the ticks before this one have had their links dropped
 
     def __len__(self) -> int:
         return len(self.snaps)
@@ -48,11 +50,24 @@ class History:
         if not n:
             return
         del self.snaps[:n], self.times[:n]
+        self.linked = max(0, self.linked - n)
         self.results.clear()
         for key, col in list(self.columns.items()):
             del col[:n]
             if not col:  # read from no tick left (a process that exited): forget it
                 del self.columns[key]
+
+    def drop_links_before(self, t: float) -> None:
+        """Empties the links of the ticks older than `t`, which no rule that reads links looks
+        back to: on an NVLink node they are most of what a tick holds."""
+        n = bisect.bisect_left(self.times, t)
+        snaps = self.snaps
+        for i in range(self.linked, n):
+            if snaps[i].links:
+                snaps[i] = dataclasses.replace(snaps[i], links=())
+        if n > self.linked:
+            self.linked = n
+            self.results.clear()
 
     def since(self, t: float) -> Window:
         """The ticks at or after `t`."""

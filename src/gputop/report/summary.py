@@ -11,13 +11,12 @@ ticks, and says why.
 
 from __future__ import annotations
 
-import hashlib
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from gputop import __version__
 from gputop.diagnose import default_engine
@@ -37,6 +36,19 @@ from gputop.recording import (
 from gputop.recording.index import RecordingIndex
 from gputop.report.recap import Recap
 from gputop.safetext import printable
+
+# CPython's own SHA-256 where it has it: hashlib loads OpenSSL, 3.5 MiB resident for the whole
+# of a recording, for one digest.
+if TYPE_CHECKING:
+    from hashlib import sha256
+else:
+    try:
+        from _sha256 import sha256  # Python 3.10, 3.11
+    except ImportError:
+        try:
+            from _sha2 import sha256  # Python 3.12 on
+        except ImportError:
+            from hashlib import sha256
 
 MAX_FINDINGS = 20_000  # in a summary a reader takes; a run with more is read tick by tick
 
@@ -63,7 +75,7 @@ def signature(engine: Engine) -> dict[str, Any]:
 
 @cache
 def _digest(modules: tuple[str, ...]) -> str:
-    h = hashlib.sha256()
+    h = sha256()
     for name in modules:
         h.update(name.encode() + b"\0")
         path = getattr(sys.modules.get(name), "__file__", None)

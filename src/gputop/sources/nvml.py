@@ -1145,12 +1145,20 @@ def _reason_names(mask: int) -> tuple[str, ...]:
 def _with_rates(lk: LinkSample, rates: dict[str, Any], up: Any = None,
                 errors: Any = None) -> LinkSample:
     """`lk` with these rates (and state and errors). Built whole, not dataclasses.replace'd:
-    144 links every slow tick."""
+    144 links every slow tick. What did not change is `lk`'s own (the whole of `lk` where
+    nothing did): the diagnostics keep minutes of ticks, and a link's error counters, an idle
+    link's rates, seldom change."""
+    rx, tx = rates.get("rx", lk.rx), rates.get("tx", lk.tx)
+    rx = lk.rx if rx == lk.rx else rx
+    tx = lk.tx if tx == lk.tx else tx
+    up = lk.up if up is None or up == lk.up else up
+    errors = lk.errors if errors is None or errors == lk.errors else errors
+    if rx is lk.rx and tx is lk.tx and up is lk.up and errors is lk.errors:
+        return lk
     return LinkSample(
-        device_index=lk.device_index, link=lk.link, kind=lk.kind,
-        up=lk.up if up is None else up, version=lk.version, remote_bus_id=lk.remote_bus_id,
-        remote_kind=lk.remote_kind, speed=lk.speed, rx=rates.get("rx", lk.rx),
-        tx=rates.get("tx", lk.tx), errors=lk.errors if errors is None else errors)
+        device_index=lk.device_index, link=lk.link, kind=lk.kind, up=up, version=lk.version,
+        remote_bus_id=lk.remote_bus_id, remote_kind=lk.remote_kind, speed=lk.speed, rx=rx,
+        tx=tx, errors=errors)
 
 
 _VALUE_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")  # valueType

@@ -308,7 +308,8 @@ def _minutes(window: Sequence[Snapshot]) -> str:
 
 
 LOST = Diagnostic(name="gpu.lost", check=check_lost, window_s=0.0, every_s=0.0)
-XID = Diagnostic(name="xid", check=check_xid, window_s=XID_QUIET_S, every_s=0.0)
+XID = Diagnostic(name="xid", check=check_xid, window_s=XID_QUIET_S, every_s=0.0,
+                 reads_links=False)
 MEMORY_ERRORS = Diagnostic(name="ecc", check=check_memory_errors, window_s=COUNTER_WINDOW_S)
 # Open from the first loaded tick below the max; closed once the last minute has none.
 PCIE = Diagnostic(name="pcie", check=check_pcie, window_s=LOAD_WINDOW_S, clear_s=LOAD_WINDOW_S)

@@ -305,7 +305,7 @@ def _duration(s: float) -> str:
 
 
 GROWTH = Diagnostic(name="mem.growth", check=check_growth, window_s=max(FIT_SPANS_S),
-                    for_s=GROWTH_FOR_S, clear_s=GROWTH_CLEAR_S)
+                    for_s=GROWTH_FOR_S, clear_s=GROWTH_CLEAR_S, reads_links=False)
 OOM_SOON = Diagnostic(name="mem.oom_soon", check=check_oom_soon, window_s=SOON_FIT_S,
                       for_s=SOON_FOR_S, clear_s=SOON_CLEAR_S, every_s=0.0)
 PRESSURE = Diagnostic(name="mem.pressure", check=check_pressure, window_s=PRESSURE_FOR_S,

@@ -66,6 +66,23 @@ def test_nvlink_rates_come_from_cumulative_counters() -> None:
     assert links[0].errors == {"replay": 0, "recovery": 0, "crc_flit": 0, "crc_data": 0}
 
 
+def test_each_links_rates_come_from_its_own_tx_and_rx_answers() -> None:
+    # The rates are read by position in the field-values answer: links and directions with
+    # rates of their own, and a link whose counters the driver does not offer.
+    snaps = []
+    for t in range(3):
+        s = node(1, time=1000.0 + t, links=3)
+        lks = [dataclasses.replace(lk, rx=1e9 * (lk.link + 1), tx=3e9 * (lk.link + 1))
+               for lk in s.links]
+        lks[1] = dataclasses.replace(lks[1], rx=Missing("unsupported"), tx=Missing("unsupported"))
+        snaps.append(dataclasses.replace(s, links=tuple(lks)))
+    ticks, _, _ = run(snaps)
+    got = {lk.link: (lk.rx, lk.tx) for lk in ticks[-1].links}
+    assert got[0] == (pytest.approx(1e9, rel=1e-3), pytest.approx(3e9, rel=1e-3))
+    assert got[1] == (Missing("unsupported"), Missing("unsupported"))
+    assert got[2] == (pytest.approx(3e9, rel=1e-3), pytest.approx(9e9, rel=1e-3))
+
+
 def test_what_did_not_change_on_a_link_is_held_once_across_ticks() -> None:
     # The diagnostics keep minutes of ticks: a link's unchanged readings are not kept anew.
     steady = [node(1, time=1000.0 + t, links=2) for t in range(4)]

@@ -651,7 +651,7 @@ class NvmlSource:
                 self._lose(dev, now, str(e))
                 continue
             dev.slow = s
-            dev.links = [_with_rates(lk, dev.link_rates.get(lk.link, {})) for lk in dev.links]
+            _follow_rates(dev)
 
     def _slow_tick(self, now: float, counters: bool = True) -> None:
         """Every GPU's slow fields (without the counters of `_read_counters` if not `counters`).
@@ -887,7 +887,7 @@ class NvmlSource:
         if state:
             self._read_link_state(dev)
         else:
-            dev.links = [_with_rates(lk, dev.link_rates.get(lk.link, {})) for lk in dev.links]
+            _follow_rates(dev)
         dev.slow = s
 
     def _read_ecc(self, dev: _Device, s: dict[str, Any]) -> None:
@@ -1140,6 +1140,11 @@ def _raise_not_found_as_empty(nvml: Any, fn: Callable[..., Any]) -> Callable[...
 
 def _reason_names(mask: int) -> tuple[str, ...]:
     return tuple(name for bit, name in REASON_BITS.items() if mask & bit)
+
+
+def _follow_rates(dev: _Device) -> None:
+    """Its links with the rates the last field values gave, their state and errors as read."""
+    dev.links = [_with_rates(lk, dev.link_rates.get(lk.link, {})) for lk in dev.links]
 
 
 def _with_rates(lk: LinkSample, rates: dict[str, Any], up: Any = None,

@@ -33,7 +33,7 @@ from typing import Any, cast
 
 import pynvml
 
-from gputop.model import DeviceSample, LinkSample, Missing, ProcessSample, Snapshot
+from gputop.model import UNSUPPORTED, DeviceSample, LinkSample, Missing, ProcessSample, Snapshot
 
 SUCCESS = 0
 UNINITIALIZED = 1
@@ -263,8 +263,10 @@ class FakeNvml:
         return procs
 
     def _integrate_nvlink(self) -> dict[tuple[int, int, str], list[int]]:
-        """Cumulative KiB per (device, link, direction) per tick, from the recorded rates."""
+        """Cumulative KiB per (device, link, direction) per tick, from the recorded rates. A
+        counter whose rate is unsupported at every tick is not offered (NotSupported)."""
         out: dict[tuple[int, int, str], list[int]] = {}
+        offered: set[tuple[int, int, str]] = set()
         prev_time = None
         for snap in self.snapshots:
             dt = 0.0 if prev_time is None else snap.time - prev_time
@@ -274,9 +276,11 @@ class FakeNvml:
                     series = out.setdefault((lk.device_index, lk.link, key), [])
                     total = series[-1] if series else 0
                     rate = getattr(lk, key)
+                    if rate != UNSUPPORTED:
+                        offered.add((lk.device_index, lk.link, key))
                     step = 0 if isinstance(rate, Missing) else rate * dt / 1024
                     series.append(round(total + step))
-        return out
+        return {k: v for k, v in out.items() if k in offered}
 
     # ------------------------------------------------------------------------------------------
     # system

@@ -11,6 +11,8 @@ missing appear as `null`, and the object's `unavailable` map says why.
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import operator
 import types
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -460,27 +462,129 @@ def _plain(v: Any) -> Any:
 
 
 class DictMemo:
-    """The JSON shapes of the last tick's list items (links, devices, processes) by identity: a
-    source hands the very same object again when nothing in it changed (an NVLink between two
-    slow ticks), and its shape is then not built again. Holds the objects, so their ids stay
-    theirs; keeps one tick."""
+    """The JSON shapes of the last tick's objects, for shaping the next tick's: a source hands
+    the very same object again when nothing in it changed (an NVLink between two slow ticks),
+    and its shape is then not built again; a list of the very same objects as last tick's is
+    the very same list. Holds the objects, so their ids stay theirs; keeps one tick.
 
-    def __init__(self) -> None:
-        self._last: dict[int, tuple[Any, dict[str, Any]]] = {}
-        self._this: dict[int, tuple[Any, dict[str, Any]]] = {}
+    With `like` (for some classes, the fields that say which item an object is from tick to tick:
+    a GPU's index, a link's GPU and number), a new object of such a class is shaped from the dict
+    of last tick's object of the same item, changing only the fields whose values are not the
+    very same objects: a GPU of 60-odd fields of which a handful moved. Where a field changes in
+    a way that moves other keys (a value becomes missing, a default) it is shaped afresh. A
+    caller that changes the dicts it gets (rounds them) must do so field by field, alike for
+    alike values, and idempotently."""
+
+    def __init__(self, like: Mapping[type, tuple[str, ...]] | None = None) -> None:
+        self._like = {cls: (operator.attrgetter(*parts) if parts else None,
+                            operator.attrgetter(*_names(cls)))
+                      for cls, parts in (like or {}).items()}
+        # Last tick's and this tick's: by id, of the classes not in `like`; by class and item,
+        # with the fields' values, of those in it; the lists of those.
+        self._last: dict[int, _Shaped] = {}
+        self._this: dict[int, _Shaped] = {}
+        self._last_items: dict[type, dict[Any, _Shaped]] = {}
+        self._this_items: dict[type, dict[Any, _Shaped]] = {}
+        self._last_lists: dict[type, tuple[tuple[Any, ...], list[dict[str, Any]]]] = {}
+        self._this_lists: dict[type, tuple[tuple[Any, ...], list[dict[str, Any]]]] = {}
         self.built: set[int] = set()  # ids of the dicts built this tick (not reused)
 
     def shape(self, obj: Any, drop_nulls: bool) -> dict[str, Any]:
-        hit = self._last.get(id(obj))
-        if hit is None or hit[0] is not obj:
-            hit = (obj, to_dict(obj, drop_nulls=drop_nulls))
-            self.built.add(id(hit[1]))
-        self._this[id(obj)] = hit
-        return hit[1]
+        cls = type(obj)
+        like = self._like.get(cls)
+        if like is None:
+            hit = self._last.get(id(obj))
+            if hit is None or hit[0] is not obj:
+                hit = (obj, (), to_dict(obj, drop_nulls=drop_nulls))
+                self.built.add(id(hit[2]))
+            self._this[id(obj)] = hit
+            return hit[2]
+        key = like[0](obj) if like[0] is not None else None
+        last = self._last_items.get(cls, _NO_ITEMS).get(key)
+        this = self._this_items.setdefault(cls, {})
+        if last is not None and last[0] is obj:
+            this[key] = last
+            return last[2]
+        values = like[1](obj)
+        d = None if last is None else _shape_since(cls, last[1], last[2], values)
+        if d is None:
+            d = to_dict(obj, drop_nulls=drop_nulls)
+        if last is None or d is not last[2]:
+            self.built.add(id(d))
+        this[key] = (obj, values, d)
+        return d
+
+    def shape_all(self, items: tuple[Any, ...], drop_nulls: bool) -> list[dict[str, Any]]:
+        """The shapes of a tuple of objects: the very list of last tick's when they are the very
+        same objects, of a class in `like`."""
+        cls = type(items[0])
+        if cls not in self._like:
+            return [self.shape(x, drop_nulls) for x in items]
+        last = self._last_lists.get(cls)
+        if (last is not None and len(last[0]) == len(items)
+                and all(map(operator.is_, last[0], items))):
+            self._this_items.setdefault(cls, {}).update(self._last_items.get(cls, _NO_ITEMS))
+        else:
+            last = (items, [self.shape(x, drop_nulls) for x in items])
+        self._this_lists[cls] = last
+        return last[1]
 
     def next_tick(self) -> None:
         self._last, self._this = self._this, {}
+        self._last_items, self._this_items = self._this_items, {}
+        self._last_lists, self._this_lists = self._this_lists, {}
         self.built = set()
+
+
+_Shaped = tuple[Any, tuple[Any, ...], dict[str, Any]]  # an object, its fields' values, its shape
+_NO_ITEMS: dict[Any, _Shaped] = {}
+
+
+_SIMPLE = frozenset((int, float, str, bool))
+_NOT_SIMPLE = object()
+
+
+def _simple_shape(v: Any) -> Any:
+    """The JSON shape of a value that to_dict puts as it is (a number, a string, a tuple or a
+    dict of those), or _NOT_SIMPLE."""
+    t = type(v)
+    if t in _SIMPLE:
+        return v
+    if t is tuple:
+        return list(v) if all(type(x) in _SIMPLE for x in v) else _NOT_SIMPLE
+    if t is dict:
+        if all(type(k) is str and type(x) in _SIMPLE for k, x in v.items()):
+            return dict(v)
+    return _NOT_SIMPLE
+
+
+def _shape_since(cls: type, before: tuple[Any, ...], last: dict[str, Any],
+                 now: tuple[Any, ...]) -> dict[str, Any] | None:
+    """to_dict of an object whose fields are `now`, from `last`, the dict of one whose fields
+    were `before`: the fields that are not the very same objects are put again, in their places.
+    `last` itself when every field is; None where one that is not would move keys (a missing
+    value, a null, a default)."""
+    out: dict[str, Any] | None = None
+    names = _names(cls)
+    defaults: dict[str, Any] = getattr(cls, "_record_defaults", _NO_DEFAULTS)
+    # Only the fields that are not the very same objects (itertools and operator: no Python-level
+    # step for the others, most of them).
+    for name, a, b in itertools.compress(zip(names, before, now), map(operator.is_not, before, now)):
+        if out is None:
+            out = dict(last)
+        if type(b) in _SIMPLE and type(a) in _SIMPLE and name not in defaults and name in out:
+            out[name] = b  # a number for a number: the common case
+            continue
+        if type(a) is Missing and type(b) is Missing and a.since is b.since and (
+                a.reason == b.reason and a.detail == b.detail):
+            continue  # the same reason again: the same "unavailable" entry
+        if a is None or isinstance(a, Missing) or name in defaults or name not in out:
+            return None
+        v = _simple_shape(b)
+        if v is _NOT_SIMPLE:
+            return None
+        out[name] = v
+    return last if out is None else out
 
 
 def to_dict(obj: Any, *, drop_nulls: bool = False, memo: DictMemo | None = None
@@ -512,7 +616,7 @@ def to_dict(obj: Any, *, drop_nulls: bool = False, memo: DictMemo | None = None
             if memo is None:
                 out[name] = [to_dict(x, drop_nulls=drop_nulls) for x in v]
             else:
-                out[name] = [memo.shape(x, drop_nulls) for x in v]
+                out[name] = memo.shape_all(v, drop_nulls)
         elif dataclasses.is_dataclass(v):
             out[name] = (to_dict(v, drop_nulls=drop_nulls) if memo is None
                          else memo.shape(v, drop_nulls))

@@ -14,11 +14,13 @@ their own, the last of a fixed size that says where the summary starts.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import operator
 import os
 import struct
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +54,10 @@ _KEYED = {
     "processes": ("device_index", "pid"),
     "links": ("device_index", "link"),
 }
+# For a DictMemo (its `like`): what says which item an object is, from one tick to the next.
+ITEMS: dict[type, tuple[str, ...]] = {DeviceSample: _KEYED["devices"],
+                                      ProcessSample: _KEYED["processes"],
+                                      LinkSample: _KEYED["links"], HostSample: ()}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -59,13 +65,14 @@ _KEYED = {
 
 
 def _key(item: Mapping[str, Any], parts: tuple[str, ...]) -> str:
-    return ":".join(str(item[p]) for p in parts)
+    return ":".join([str(item[p]) for p in parts])
 
 
 def to_record(snap: Snapshot, memo: DictMemo | None = None,
-              keys: dict[int, tuple[Any, str]] | None = None) -> dict[str, Any]:
+              keys: dict[Any, tuple[Any, Any]] | None = None) -> dict[str, Any]:
     """The record form of a Snapshot. With `memo` (a DictMemo), an object handed again keeps its
-    dict; with `keys` (kept by the caller from tick to tick), such a dict keeps its key."""
+    dict; with `keys` (kept by the caller from tick to tick), such a dict keeps its key, and a
+    list the memo hands again keeps its object of keyed dicts."""
     # Merge patch uses null for "delete", so the record form has no nulls: a key that is absent
     # decodes to its default, and a missing measurement is in "unavailable".
     d = snap.to_dict(drop_nulls=True, memo=memo)
@@ -76,13 +83,20 @@ def to_record(snap: Snapshot, memo: DictMemo | None = None,
     last = dict(keys)
     keys.clear()
     for name, parts in _KEYED.items():
+        items = d.get(name) or ()
+        was = last.get(name)
+        if was is not None and was[0] is items:
+            keys[name] = was
+            d[name] = was[1]
+            continue
         keyed = {}
-        for x in d.get(name) or ():
+        for x in items:
             hit = last.get(id(x))
             if hit is None or hit[0] is not x:
                 hit = (x, _key(x, parts))
             keys[id(x)] = hit
             keyed[hit[1]] = x
+        keys[name] = (items, keyed)
         d[name] = keyed
     return d
 
@@ -101,56 +115,119 @@ class SnapshotDecoder:
 
     A merge patch copies only the objects it changes, so a part of this tick's record that is the
     very object it was last tick (the system facts, the topology, an idle link, a process whose
-    numbers held still) is decoded once and shared: fewer objects to build and to keep."""
+    numbers held still) is decoded once and shared: fewer objects to build and to keep. Given
+    the patch that made a tick from the last one decoded, only what it names is looked at, and
+    of a part it changes only the keys it changes are decoded again."""
 
     def __init__(self) -> None:
-        self._prev: dict[tuple[str, str], tuple[object, object]] = {}
+        # Of each part decoded last: its items by key, each (its record, its object), and the
+        # tuple of those objects in their order (None for a part that is one object).
+        self._prev: dict[str, dict[str, tuple[object, object]]] = {}
+        self._last: dict[str, Any] = {}
 
-    def decode(self, d: Mapping[str, Any]) -> Snapshot:
+    def decode(self, d: Mapping[str, Any], patch: Mapping[str, Any] | None = None) -> Snapshot:
+        """The Snapshot of tick `d`. `patch`: the merge patch that made `d` from the tick this
+        decoder decoded last (None when there is none, or it is not known)."""
         schema = d.get("schema", SCHEMA)
         if not isinstance(schema, str) or not schema.startswith("gputop.snapshot/"):
             raise ValueError(f"not a gputop snapshot (schema {schema!r})")
-        prev, seen = self._prev, {}
         rest: dict[str, Any] = {}
         parts: dict[str, Any] = {}
         for name, v in d.items():
             cls = _PARTS.get(name)
             if cls is None:
                 rest[name] = v
+            elif patch is not None and name not in patch and name in self._last:
+                parts[name] = self._last[name]  # the very part decoded last
             elif v is None:
                 parts[name] = () if name in _KEYED else None
+                self._prev.pop(name, None)
             elif name in _KEYED:
                 if not isinstance(v, dict):
                     raise TypeError(f"{name} is a {type(v).__name__}, not an object")
-                items = []
-                for key, rec in v.items():
-                    tag = (name, key)
-                    old = prev.get(tag)
-                    obj = old[1] if old is not None and old[0] is rec else from_dict(cls, rec)
-                    seen[tag] = (rec, obj)
-                    items.append(obj)
-                parts[name] = tuple(items)
+                parts[name] = self._items(name, cls, v, None if patch is None else patch.get(name))
             else:
-                old = prev.get((name, ""))
-                obj = old[1] if old is not None and old[0] is v else from_dict(cls, v)
-                seen[(name, "")] = (v, obj)
+                prev = self._prev.get(name, {}).get("")
+                sub = None if patch is None else patch.get(name)
+                obj = (prev[1] if prev is not None and prev[0] is v
+                       else _patched(cls, prev[1], v, sub) if prev is not None and sub is not None
+                       else from_dict(cls, v))
+                self._prev[name] = {"": (v, obj)}
                 parts[name] = obj
-        self._prev = seen
+        for name in self._last.keys() - parts.keys():
+            del self._last[name]  # gone from the tick: decoded afresh if it comes back
+            self._prev.pop(name, None)
+        self._last.update(parts)
         return from_dict(Snapshot, rest, parts)
+
+    def _items(self, name: str, cls: type, v: dict[str, Any],
+               patch: Any) -> tuple[object, ...]:
+        prev = self._prev.get(name, {})
+        last = self._last.get(name)
+        if (type(patch) is dict and last is not None and len(prev) == len(last)
+                and all(k in prev and type(p) is dict for k, p in patch.items())):
+            # Items changed, none added or removed: each keeps its place.
+            items = list(last)
+            where = {k: i for i, k in enumerate(prev)}
+            for key, p in patch.items():
+                rec = v[key]
+                obj = _patched(cls, prev[key][1], rec, p)
+                prev[key] = (rec, obj)
+                items[where[key]] = obj
+            return tuple(items)
+        seen: dict[str, tuple[object, object]] = {}
+        for key, rec in v.items():
+            old = prev.get(key)
+            seen[key] = (rec, old[1] if old is not None and old[0] is rec
+                         else from_dict(cls, rec))
+        self._prev[name] = seen
+        return tuple(obj for _, obj in seen.values())
+
+
+_FIELDS: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]] = {}
+
+
+def _patched(cls: type, old: Any, rec: Mapping[str, Any], patch: Any) -> Any:
+    """from_dict(cls, rec) where `rec` is the record `old` was decoded from with the merge patch
+    `patch` applied: the keys it names are decoded again, the other fields are old's."""
+    unavailable = rec.get("unavailable")
+    if type(patch) is not dict or "unavailable" in patch:
+        return from_dict(cls, rec)
+    changed = {}
+    for k in patch:
+        if k not in rec or (unavailable and k in unavailable):
+            return from_dict(cls, rec)  # back to a default, or hidden by its reason
+        changed[k] = rec[k]
+    fields = _FIELDS.get(cls)
+    if fields is None:
+        names = tuple(f.name for f in dataclasses.fields(cls))
+        fields = _FIELDS[cls] = (names, operator.attrgetter(*names))
+    names, getter = fields
+    return from_dict(cls, changed, dict(zip(names, getter(old))))
 
 
 def diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
     """The RFC 7386 merge patch that turns `old` into `new`."""
     patch: dict[str, Any] = {}
+    kept = 0  # keys of `new` that `old` has
     for k, v in new.items():
-        if k not in old:
+        ov = old.get(k, _ABSENT)
+        if ov is v:  # a dict handed again is the same
+            kept += 1
+        elif ov is _ABSENT:
             patch[k] = v
-        elif (ov := old[k]) is not v and ov != v:  # a dict handed again is the same
-            patch[k] = diff(ov, v) if isinstance(ov, dict) and isinstance(v, dict) else v
-    for k in old:
-        if k not in new:
-            patch[k] = None
+        else:
+            kept += 1
+            if ov != v:
+                patch[k] = diff(ov, v) if isinstance(ov, dict) and isinstance(v, dict) else v
+    if kept != len(old):
+        for k in old:
+            if k not in new:
+                patch[k] = None
     return patch
+
+
+_ABSENT = object()
 
 
 def apply(target: Any, patch: Any) -> Any:

@@ -23,6 +23,7 @@ from gputop.recording.format import (
     FOOTER_SIZE,
     FORMAT,
     GZIP_WBITS,
+    ITEMS,
     KEYFRAME_EVERY,
     SUMMARY,
     VERSION,
@@ -34,7 +35,9 @@ from gputop.recording.format import (
 from gputop.recording.segments import segment_paths
 from gputop.safetext import encodable_tree
 
-COMPRESSION_LEVEL = 9  # zlib's best: 8 % smaller than 6 for ~1 ms more a tick with 8 GPUs
+# zlib's 8: within 0.5 % of 9's size for 60 % of its time (0.16 ms a tick with 8 GPUs against
+# 0.25), and 2-6 % smaller than 6 (bench/record_bench.py)
+COMPRESSION_LEVEL = 8
 _GZIP_END = 16  # bytes that finishing a stream adds at most: an empty last block, the trailer
 
 
@@ -48,10 +51,10 @@ def round_to_sensor(rec: dict[str, Any], fresh: set[int] | None = None) -> None:
     CPU % per core and per process is counted in clock ticks (1 % of a core a second) and is
     kept whole; the node's total CPU % to 0.1; throughputs in bytes/s (PCIe, NVLink) to 3
     significant digits. The digits dropped are noise, which costs bytes that no compression
-    wins back. With `fresh` (ids of the dicts built for this tick), the links' dicts not in it
-    were rounded on an earlier tick and are left alone."""
+    wins back. With `fresh` (ids of the dicts built for this tick), the dicts not in it were
+    rounded on an earlier tick and are left alone."""
     host = rec.get("host")
-    if host:
+    if host and (fresh is None or id(host) in fresh):
         cores = host.get("cpu_percent_per_core")
         if cores:
             host["cpu_percent_per_core"] = [_whole(c) for c in cores]
@@ -59,12 +62,16 @@ def round_to_sensor(rec: dict[str, Any], fresh: set[int] | None = None) -> None:
             if _is_number(v := host.get(k)):
                 host[k] = round(v, 1)
     for p in (rec.get("processes") or {}).values():
+        if fresh is not None and id(p) not in fresh:
+            continue
         if _is_number(v := p.get("cpu_percent")):
             p["cpu_percent"] = _whole(v)
         for c in p.get("children") or ():
             if _is_number(v := c.get("cpu_percent")):
                 c["cpu_percent"] = _whole(v)
     for d in (rec.get("devices") or {}).values():
+        if fresh is not None and id(d) not in fresh:
+            continue
         for k in ("pcie_rx", "pcie_tx"):
             if _is_number(v := d.get(k)):
                 d[k] = _significant(v)
@@ -88,8 +95,11 @@ def _significant(v: float) -> float:
     return float(f"{v:.3g}")
 
 
+_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)  # json.dumps, made once
+
+
 def _line(obj: Mapping[str, Any]) -> bytes:
-    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    text = _JSON.encode(obj)
     try:
         return text.encode() + b"\n"
     except UnicodeEncodeError:  # undecodable bytes in some text: kept as visible escapes
@@ -143,8 +153,8 @@ class RecordingWriter:
         self._max_bytes = max_bytes
         self._keep = keep
         self._prev: dict[str, Any] | None = None
-        self._memo = DictMemo()
-        self._keys: dict[int, tuple[Any, str]] = {}  # to_record's keys of the memo's dicts
+        self._memo = DictMemo(like=ITEMS)
+        self._keys: dict[Any, tuple[Any, Any]] = {}  # to_record's keys of the memo's dicts
         self._since_keyframe = 0
         self._broken = False
         self._deleted = 0  # segments deleted to honour `keep`

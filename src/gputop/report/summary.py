@@ -106,9 +106,12 @@ class SummaryKeeper:
         """One tick as the writer wrote it: a keyframe (`patch` is None) or a patch."""
         # What a reader rebuilds, in its key order (which orders the devices and processes),
         # sharing what did not change so that decoding it is cheap.
-        state = rec if patch is None or self._state is None else apply(self._state, patch)
+        if patch is None or self._state is None:
+            state, patch = rec, None
+        else:
+            state = apply(self._state, patch)
         self._state = state
-        snap = self._decoder.decode(state)
+        snap = self._decoder.decode(state, patch)  # what the patch did not touch is kept
         self.engine.update(snap)
         self.recap.add(snap)
 

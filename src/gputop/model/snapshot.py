@@ -552,9 +552,8 @@ def _simple_shape(v: Any) -> Any:
         return v
     if t is tuple:
         return list(v) if all(type(x) in _SIMPLE for x in v) else _NOT_SIMPLE
-    if t is dict:
-        if all(type(k) is str and type(x) in _SIMPLE for k, x in v.items()):
-            return dict(v)
+    if t is dict and all(type(k) is str and type(x) in _SIMPLE for k, x in v.items()):
+        return dict(v)
     return _NOT_SIMPLE
 
 
@@ -567,9 +566,10 @@ def _shape_since(cls: type, before: tuple[Any, ...], last: dict[str, Any],
     out: dict[str, Any] | None = None
     names = _names(cls)
     defaults: dict[str, Any] = getattr(cls, "_record_defaults", _NO_DEFAULTS)
-    # Only the fields that are not the very same objects (itertools and operator: no Python-level
-    # step for the others, most of them).
-    for name, a, b in itertools.compress(zip(names, before, now), map(operator.is_not, before, now)):
+    # Only the fields that are not the very same objects (itertools and operator: no step in
+    # Python for the others, most of them).
+    moved = map(operator.is_not, before, now)
+    for name, a, b in itertools.compress(zip(names, before, now), moved):
         if out is None:
             out = dict(last)
         if type(b) in _SIMPLE and type(a) in _SIMPLE and name not in defaults and name in out:

@@ -730,6 +730,23 @@ def from_dict(cls: type[T], d: Mapping[str, Any], decoded: Mapping[str, Any] | N
             and None not in d.values() and list not in map(type, d.values())):
         return _builder(cls)(d)  # the common case, a NVLink link a tick: values as they are
     kwargs: dict[str, Any] = dict(decoded) if decoded else {}
+    _decode(plan, d, kwargs)
+    return _builder(cls)(kwargs)
+
+
+def from_dict_over(old: T, d: Mapping[str, Any]) -> T:
+    """`old` with the fields that the keys of `d` name decoded anew from them: what `from_dict`
+    makes of a JSON shape that differs from old's only in the values of those keys (none added
+    or dropped, "unavailable" the same)."""
+    cls = type(old)
+    kwargs: dict[str, Any] = {}
+    _decode(_plan(cls), d, kwargs)
+    return _copier(cls)(old, kwargs)
+
+
+def _decode(plan: dict[str, tuple[int, Any]], d: Mapping[str, Any],
+            kwargs: dict[str, Any]) -> None:
+    """Puts into `kwargs` the fields that JSON shape `d` gives."""
     for name, v in d.items():
         how = plan.get(name)
         if how is None:
@@ -759,7 +776,34 @@ def from_dict(cls: type[T], d: Mapping[str, Any], decoded: Mapping[str, Any] | N
         for name, m in unavailable.items():
             if name in plan:
                 kwargs[name] = _missing(m)
-    return _builder(cls)(kwargs)
+
+
+_COPIERS: dict[type, Callable[[Any, Mapping[str, Any]], Any]] = {}
+
+
+def _copier(cls: type[T]) -> Callable[[T, Mapping[str, Any]], T]:
+    """`lambda old, kw: dataclasses.replace(old, **kw)` for a frozen slotted dataclass, made as
+    `_builder` is: each slot set straight from `kw` or from old's."""
+    copy = _COPIERS.get(cls)
+    if copy is not None:
+        return copy
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    slots: list[Any] = [getattr(cls, f.name, None) for f in fields]
+    if (hasattr(cls, "__post_init__") or any(not f.init for f in fields) or len(fields) < 2
+            or not all(isinstance(x, types.MemberDescriptorType) for x in slots)):
+        copy = _COPIERS[cls] = lambda old, kw: dataclasses.replace(old, **kw)
+        return copy
+    env: dict[str, Any] = {"_new": object.__new__, "_cls": cls,
+                           "_get": operator.attrgetter(*(f.name for f in fields))}
+    lines = []
+    for i, (f, slot) in enumerate(zip(fields, slots)):
+        env[f"_s{i}"] = slot.__set__
+        lines.append(f"    _s{i}(o, kw[{f.name!r}] if {f.name!r} in kw else v[{i}])")
+    src = "def copy(old, kw):\n    v = _get(old)\n    o = _new(_cls)\n" + "\n".join(lines) + \
+        "\n    return o\n"
+    exec(src, env)  # as _builder
+    copy = _COPIERS[cls] = env["copy"]
+    return copy  # type: ignore[no-any-return]  # made by exec: its type is what the source says
 
 
 def replace(obj: T, **changes: Any) -> T:

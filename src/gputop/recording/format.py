@@ -14,13 +14,11 @@ their own, the last of a fixed size that says where the summary starts.
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import operator
 import os
 import struct
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +34,7 @@ from gputop.model import (
     SystemInfo,
     Topology,
     from_dict,
+    from_dict_over,
 )
 from gputop.recording.checks import FORMAT as FORMAT  # defined with the header check
 from gputop.recording.checks import check_tick, parse_line
@@ -184,9 +183,6 @@ class SnapshotDecoder:
         return tuple(obj for _, obj in seen.values())
 
 
-_FIELDS: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]] = {}
-
-
 def _patched(cls: type, old: Any, rec: Mapping[str, Any], patch: Any) -> Any:
     """from_dict(cls, rec) where `rec` is the record `old` was decoded from with the merge patch
     `patch` applied: the keys it names are decoded again, the other fields are old's."""
@@ -198,12 +194,7 @@ def _patched(cls: type, old: Any, rec: Mapping[str, Any], patch: Any) -> Any:
         if k not in rec or (unavailable and k in unavailable):
             return from_dict(cls, rec)  # back to a default, or hidden by its reason
         changed[k] = rec[k]
-    fields = _FIELDS.get(cls)
-    if fields is None:
-        names = tuple(f.name for f in dataclasses.fields(cls))
-        fields = _FIELDS[cls] = (names, operator.attrgetter(*names))
-    names, getter = fields
-    return from_dict(cls, changed, dict(zip(names, getter(old))))
+    return from_dict_over(old, changed)
 
 
 def diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:

@@ -477,7 +477,8 @@ class DictMemo:
 
     def __init__(self, like: Mapping[type, tuple[str, ...]] | None = None) -> None:
         self._like = {cls: (operator.attrgetter(*parts) if parts else None,
-                            operator.attrgetter(*_names(cls)))
+                            operator.attrgetter(*_names(cls)), _names(cls),
+                            getattr(cls, "_record_defaults", _NO_DEFAULTS))
                       for cls, parts in (like or {}).items()}
         # Last tick's and this tick's: by id, of the classes not in `like`; by class and item,
         # with the fields' values, of those in it; the lists of those.
@@ -506,7 +507,7 @@ class DictMemo:
             this[key] = last
             return last[2]
         values = like[1](obj)
-        d = None if last is None else _shape_since(cls, last[1], last[2], values)
+        d = None if last is None else _shape_since(like[2], like[3], last[1], last[2], values)
         if d is None:
             d = to_dict(obj, drop_nulls=drop_nulls)
         if last is None or d is not last[2]:
@@ -557,15 +558,13 @@ def _simple_shape(v: Any) -> Any:
     return _NOT_SIMPLE
 
 
-def _shape_since(cls: type, before: tuple[Any, ...], last: dict[str, Any],
-                 now: tuple[Any, ...]) -> dict[str, Any] | None:
-    """to_dict of an object whose fields are `now`, from `last`, the dict of one whose fields
-    were `before`: the fields that are not the very same objects are put again, in their places.
-    `last` itself when every field is; None where one that is not would move keys (a missing
-    value, a null, a default)."""
+def _shape_since(names: tuple[str, ...], defaults: Mapping[str, Any], before: tuple[Any, ...],
+                 last: dict[str, Any], now: tuple[Any, ...]) -> dict[str, Any] | None:
+    """to_dict of an object whose fields (`names`, their record defaults `defaults`) are `now`,
+    from `last`, the dict of one whose fields were `before`: the fields that are not the very
+    same objects are put again, in their places. `last` itself when every field is; None where
+    one that is not would move keys (a missing value, a null, a default)."""
     out: dict[str, Any] | None = None
-    names = _names(cls)
-    defaults: dict[str, Any] = getattr(cls, "_record_defaults", _NO_DEFAULTS)
     # Only the fields that are not the very same objects (itertools and operator: no step in
     # Python for the others, most of them).
     moved = map(operator.is_not, before, now)

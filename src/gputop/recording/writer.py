@@ -75,11 +75,13 @@ def round_to_sensor(rec: dict[str, Any], fresh: set[int] | None = None) -> None:
         for k in ("pcie_rx", "pcie_tx"):
             if _is_number(v := d.get(k)):
                 d[k] = _significant(v)
-    for lk in (rec.get("links") or {}).values():
+    for lk in (rec.get("links") or {}).values():  # a hundred and more on a slow tick
         if fresh is not None and id(lk) not in fresh:
             continue
         for k in ("rx", "tx"):
-            if _is_number(v := lk.get(k)):
+            if type(v := lk.get(k)) is float:
+                lk[k] = float(f"{v:.3g}")  # _significant(v), without the calls
+            elif _is_number(v):
                 lk[k] = _significant(v)
 
 

@@ -71,7 +71,8 @@ def story() -> list[Snapshot]:
              links=(replace(l0, rx=1.23456e9), replace(l1, errors={**l1.errors, "replay": 2}),
                     *more),
              processes=(p0, p1, replace(w, children=(ChildProcess(8, "w", 50.4, 1),),
-                                        probe=replace(w.probe, allocated=2 * GIB))))
+                                        probe=replace(w.probe, allocated=2 * GIB),
+                                        job=JobInfo(slurm_job_id="9", pod_name="ann"))))
     # The same reason again in another object, its time an int; -0.0; a process comes.
     s = tick(s, devices=(replace(s.devices[0], temp_gpu=Missing("stale", since=int(T0) + 1)),
                          replace(s.devices[1], power_draw=-0.0)),

@@ -473,7 +473,7 @@ class DictMemo:
     very same objects: a GPU of 60-odd fields of which a handful moved. Where a field changes in
     a way that moves other keys (a value becomes missing, a default) it is shaped afresh. A
     caller that changes the dicts it gets (rounds them) must do so field by field, alike for
-    alike values, and idempotently."""
+    alike values, and idempotently. A memo serves one value of to_dict's `drop_nulls`."""
 
     def __init__(self, like: Mapping[type, tuple[str, ...]] | None = None) -> None:
         self._like = {cls: (operator.attrgetter(*parts) if parts else None,
@@ -507,7 +507,8 @@ class DictMemo:
             this[key] = last
             return last[2]
         values = like[1](obj)
-        d = None if last is None else _shape_since(like[2], like[3], last[1], last[2], values)
+        d = (None if last is None
+             else _shape_since(like[2], like[3], last[1], last[2], values, drop_nulls))
         if d is None:
             d = to_dict(obj, drop_nulls=drop_nulls)
         if last is None or d is not last[2]:
@@ -545,21 +546,27 @@ _SIMPLE = frozenset((int, float, str, bool))
 _NOT_SIMPLE = object()
 
 
-def _simple_shape(v: Any) -> Any:
-    """The JSON shape of a value that to_dict puts as it is (a number, a string, a tuple or a
-    dict of those), or _NOT_SIMPLE."""
+def _simple_shape(v: Any, drop_nulls: bool) -> Any:
+    """What to_dict puts for a value that is neither missing nor None, where it is simple to
+    tell: a number, a string, an object, a tuple of objects, or a tuple or a dict of numbers and
+    strings; else _NOT_SIMPLE."""
     t = type(v)
     if t in _SIMPLE:
         return v
     if t is tuple:
+        if v and dataclasses.is_dataclass(v[0]):
+            return [to_dict(x, drop_nulls=drop_nulls) for x in v]
         return list(v) if all(type(x) in _SIMPLE for x in v) else _NOT_SIMPLE
     if t is dict and all(type(k) is str and type(x) in _SIMPLE for k, x in v.items()):
         return dict(v)
+    if dataclasses.is_dataclass(v) and not isinstance(v, (type, Missing)):
+        return to_dict(v, drop_nulls=drop_nulls)
     return _NOT_SIMPLE
 
 
 def _shape_since(names: tuple[str, ...], defaults: Mapping[str, Any], before: tuple[Any, ...],
-                 last: dict[str, Any], now: tuple[Any, ...]) -> dict[str, Any] | None:
+                 last: dict[str, Any], now: tuple[Any, ...],
+                 drop_nulls: bool) -> dict[str, Any] | None:
     """to_dict of an object whose fields (`names`, their record defaults `defaults`) are `now`,
     from `last`, the dict of one whose fields were `before`: the fields that are not the very
     same objects are put again, in their places. `last` itself when every field is; None where
@@ -579,7 +586,7 @@ def _shape_since(names: tuple[str, ...], defaults: Mapping[str, Any], before: tu
             continue  # the same reason again: the same "unavailable" entry
         if a is None or isinstance(a, Missing) or name in defaults or name not in out:
             return None
-        v = _simple_shape(b)
+        v = _simple_shape(b, drop_nulls)
         if v is _NOT_SIMPLE:
             return None
         out[name] = v

@@ -4,7 +4,7 @@ rounding, the merge patch, the JSON line and its compression, and the summary fo
 summary runs are shown apart. 8 H100s of the bundled demo, with the devices and NVLinks as the
 NVML source polls them over the recorded fake library (links handed again between slow ticks).
 
-    python bench/record_bench.py [--ticks N] [--level L]
+    python bench/record_bench.py [--ticks N] [--level L] [--strategy default|filtered]
 
 Thread CPU time, the least of --runs runs over the same ticks."""
 
@@ -15,6 +15,7 @@ import functools
 import os
 import tempfile
 import time
+import zlib
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +30,7 @@ from gputop.recording import read_recording
 from gputop.recording import writer as record_writer
 from gputop.report import recap, summary
 
+STRATEGIES = {"default": zlib.Z_DEFAULT_STRATEGY, "filtered": zlib.Z_FILTERED}
 PHASES: list[tuple[Any, str, str]] = [
     (record_writer, "to_record", "record form"),
     (record_writer, "round_to_sensor", "rounding"),
@@ -57,10 +59,13 @@ def main() -> None:
     ap.add_argument("--ticks", type=int, default=300)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--level", type=int, default=record_writer.COMPRESSION_LEVEL)
+    ap.add_argument("--strategy", choices=STRATEGIES, default=next(
+        k for k, v in STRATEGIES.items() if v == record_writer.COMPRESSION_STRATEGY))
     args = ap.parse_args()
     snaps = read_recording(demo_path()).snapshots[:args.ticks]
     ticks = as_polled(snaps, tick_cost(snaps, len(snaps))[3])
     record_writer.COMPRESSION_LEVEL = args.level
+    record_writer.COMPRESSION_STRATEGY = STRATEGIES[args.strategy]
     spent: dict[str, float] = defaultdict(float)
     for owner, name, label in PHASES:
         setattr(owner, name, timed(spent, label, getattr(owner, name)))
@@ -80,7 +85,8 @@ def main() -> None:
             best[k] = min(best.get(k, v), v)
     n = len(ticks)
     print(f"recorder write path, {len(ticks[0].devices)} GPUs, {len(ticks[0].links)} NVLinks, "
-          f"{n} ticks, zlib level {args.level}: thread CPU per tick, least of {args.runs} runs")
+          f"{n} ticks, zlib level {args.level} {args.strategy}: thread CPU per tick, least of "
+          f"{args.runs} runs")
     for _, _, label in PHASES:
         print(f"  {label:32s} {best[label] / n * 1e3:6.3f} ms")
     rest = best["write (all)"] - sum(best[label] for _, _, label in PHASES)

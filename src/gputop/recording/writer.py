@@ -35,9 +35,12 @@ from gputop.recording.format import (
 from gputop.recording.segments import segment_paths
 from gputop.safetext import encodable_tree
 
-# zlib's 8: within 0.5 % of 9's size for 60 % of its time (0.16 ms a tick with 8 GPUs against
-# 0.25), and 2-6 % smaller than 6 (bench/record_bench.py)
+# zlib's level 8 with its strategy for data of many small numbers (Z_FILTERED: fewer short
+# matches, more left to Huffman coding): 0.3-4 % smaller than level 9's default strategy, in
+# 60-95 % of its time (0.15 ms a tick with 8 GPUs and 144 NVLinks against 0.24), and 4-7 %
+# smaller than level 6 (bench/record_bench.py --level).
 COMPRESSION_LEVEL = 8
+COMPRESSION_STRATEGY = zlib.Z_FILTERED
 _GZIP_END = 16  # bytes that finishing a stream adds at most: an empty last block, the trailer
 
 
@@ -95,6 +98,11 @@ def _whole(v: Any) -> Any:
 
 def _significant(v: float) -> float:
     return float(f"{v:.3g}")
+
+
+def _deflate() -> zlib._Compress:
+    return zlib.compressobj(COMPRESSION_LEVEL, zlib.DEFLATED, GZIP_WBITS, 8,
+                            COMPRESSION_STRATEGY)  # 8: zlib's default memLevel
 
 
 _JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)  # json.dumps, made once
@@ -226,7 +234,7 @@ class RecordingWriter:
             self._no_summary = "error"
 
     def _summary_member(self) -> bytes:
-        z = zlib.compressobj(COMPRESSION_LEVEL, zlib.DEFLATED, GZIP_WBITS)
+        z = _deflate()
         segment = len(self.segments) - 1 + self._deleted if self._series is not None else None
         assert self._summary is not None
         body = self._summary.summary(self._series, segment)
@@ -247,7 +255,7 @@ class RecordingWriter:
             self._broken = bool(self.segments)
             raise RecordingError(f"cannot create {path}: {e.strerror or e}") from None
         self.segments.append(path)
-        self._z = zlib.compressobj(COMPRESSION_LEVEL, zlib.DEFLATED, GZIP_WBITS)
+        self._z = _deflate()
         self._segment_bytes = self._segment_ticks = 0
         self._crc = 0  # of the segment's bytes so far: its summary vouches for them
         header: dict[str, Any] = {"type": "header", "format": FORMAT, "version": VERSION,

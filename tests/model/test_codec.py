@@ -70,6 +70,30 @@ def test_a_missing_required_field_is_a_type_error() -> None:
         from_dict(DeviceSample, {"index": 0, "unavailable": {}, "fan": None})
 
 
+def test_a_part_decoded_over_the_last_one_is_the_part_decoded_afresh() -> None:
+    """from_dict_over decodes only some keys of a record and keeps the other fields of the part
+    decoded before: the fields of every kind come out as from_dict makes them."""
+    from gputop.model import from_dict_over
+
+    s = busy_node()
+    rec = to_record(s)
+    worker = rec["processes"]["1:7"]
+    changed = {"cmdline": ["python", "y.py"], "children": [{"pid": 9, "name": "v", "cpu_percent": 1.0, "rss": 5}],
+               "probe": {"ts": T0 + 1, "batch_sizes": [[4, GIB]]}, "job": {"pod_name": "p"},
+               "gpu_mem": 5 * GIB}
+    want = from_dict(ProcessSample, {**worker, **changed})
+    got = from_dict_over(s.processes[-1], changed)
+    assert got == want and repr(got) == repr(want)
+    lost = rec["devices"]["0"]
+    changed = {"lost": {"reason": "gpu_lost", "since": T0 + 5}, "throttle": ["hw_slowdown"]}
+    want_dev = from_dict(DeviceSample, {**lost, **changed})
+    got_dev = from_dict_over(s.devices[0], changed)
+    assert got_dev == want_dev and repr(got_dev) == repr(want_dev)
+    assert got_dev.util_gpu is s.devices[0].util_gpu  # the fields not named are the old ones'
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        got_dev.util_gpu = 1.0  # type: ignore[misc]
+
+
 def test_the_decoder_shares_what_did_not_change_between_ticks() -> None:
     a, b = busy_node(T0), replace(busy_node(T0 + 1), links=busy_node(T0).links)
     ra = to_record(a)

@@ -743,7 +743,7 @@ def from_dict(cls: type[T], d: Mapping[str, Any], decoded: Mapping[str, Any] | N
 def from_dict_over(old: T, d: Mapping[str, Any]) -> T:
     """`old` with the fields that the keys of `d` name decoded anew from them: what `from_dict`
     makes of a JSON shape that differs from old's only in the values of those keys (none added
-    or dropped, "unavailable" the same)."""
+    or dropped, "unavailable" the same and naming none of them)."""
     cls = type(old)
     kwargs: dict[str, Any] = {}
     _decode(_plan(cls), d, kwargs)

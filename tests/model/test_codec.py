@@ -78,18 +78,19 @@ def test_a_part_decoded_over_the_last_one_is_the_part_decoded_afresh() -> None:
     s = busy_node()
     rec = to_record(s)
     worker = rec["processes"]["1:7"]
-    changed = {"cmdline": ["python", "y.py"], "children": [{"pid": 9, "name": "v", "cpu_percent": 1.0, "rss": 5}],
+    changed = {"cmdline": ["python", "y.py"],
+               "children": [{"pid": 9, "name": "v", "cpu_percent": 1.0, "rss": 5}],
                "probe": {"ts": T0 + 1, "batch_sizes": [[4, GIB]]}, "job": {"pod_name": "p"},
                "gpu_mem": 5 * GIB}
     want = from_dict(ProcessSample, {**worker, **changed})
     got = from_dict_over(s.processes[-1], changed)
     assert got == want and repr(got) == repr(want)
-    lost = rec["devices"]["0"]
+    live = rec["devices"]["1"]
     changed = {"lost": {"reason": "gpu_lost", "since": T0 + 5}, "throttle": ["hw_slowdown"]}
-    want_dev = from_dict(DeviceSample, {**lost, **changed})
-    got_dev = from_dict_over(s.devices[0], changed)
+    want_dev = from_dict(DeviceSample, {**live, **changed})
+    got_dev = from_dict_over(s.devices[1], changed)
     assert got_dev == want_dev and repr(got_dev) == repr(want_dev)
-    assert got_dev.util_gpu is s.devices[0].util_gpu  # the fields not named are the old ones'
+    assert got_dev.util_gpu is s.devices[1].util_gpu  # the fields not named are the old ones'
     with pytest.raises(dataclasses.FrozenInstanceError):
         got_dev.util_gpu = 1.0  # type: ignore[misc]
 

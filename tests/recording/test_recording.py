@@ -127,6 +127,24 @@ def test_a_corrupted_file_reads_up_to_the_damage(tmp_path: Path) -> None:
     assert result.snapshots == snaps[: len(result.snapshots)]
 
 
+@pytest.mark.parametrize("where", [1 / 3, 1 / 2, 2 / 3, 3 / 4])
+def test_damage_in_the_ticks_is_said_as_damage_not_as_a_cut_short_file(
+        tmp_path: Path, where: float) -> None:
+    """Inflating stops at the damage, most often in the middle of a tick: the warning says the
+    file is damaged, not that it ends there."""
+    path = tmp_path / "bad"
+    snaps = series(60, 4)
+    write(path, snaps)
+    data = bytearray(path.read_bytes())
+    at = int(json.loads(gzip.decompress(data[-FOOTER_SIZE:]))["summary_at"] * where)
+    data[at:at + 8] = b"\xff" * 8
+    path.write_bytes(bytes(data))
+    result = read_recording(path)
+    assert result.warning and "middle of a tick" not in result.warning
+    assert "damage" in result.warning or "checksum" in result.warning
+    assert result.snapshots == snaps[: len(result.snapshots)]
+
+
 @pytest.mark.parametrize("content, message", [
     (b"hello, I am a text file\n", "not a gputop recording"),
     (gzip.compress(b'{"some": "json"}\n'), "not a gputop recording"),

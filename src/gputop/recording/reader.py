@@ -97,7 +97,7 @@ class RecordingReader:
                 return
             lines += len(complete)
             yield from complete
-        if buf:
+        if buf and self.warning is None:  # not where damage stopped the inflating: it says so
             self.warning = f"{self.path} ends in the middle of a tick; that tick was dropped"
 
     def _inflated(self) -> Iterator[bytes]:

@@ -489,6 +489,9 @@ class DictMemo:
         self._last_lists: dict[type, tuple[tuple[Any, ...], list[dict[str, Any]]]] = {}
         self._this_lists: dict[type, tuple[tuple[Any, ...], list[dict[str, Any]]]] = {}
         self.built: set[int] = set()  # ids of the dicts built this tick (not reused)
+        # Of the dicts built this tick from last tick's: that dict, and the keys that may differ
+        # from it (the others are its very values).
+        self.since: dict[int, tuple[dict[str, Any], list[str]]] = {}
 
     def shape(self, obj: Any, drop_nulls: bool) -> dict[str, Any]:
         cls = type(obj)
@@ -507,10 +510,12 @@ class DictMemo:
             this[key] = last
             return last[2]
         values = like[1](obj)
-        d = (None if last is None
-             else _shape_since(like[2], like[3], last[1], last[2], values, drop_nulls))
-        if d is None:
-            d = to_dict(obj, drop_nulls=drop_nulls)
+        got = None
+        if last is not None:
+            got = _shape_since(like[2], like[3], last[1], last[2], values, drop_nulls)
+            if got is not None and got[0] is not last[2]:
+                self.since[id(got[0])] = (last[2], got[1])
+        d = to_dict(obj, drop_nulls=drop_nulls) if got is None else got[0]
         if last is None or d is not last[2]:
             self.built.add(id(d))
         this[key] = (obj, values, d)
@@ -536,6 +541,7 @@ class DictMemo:
         self._last_items, self._this_items = self._this_items, {}
         self._last_lists, self._this_lists = self._this_lists, {}
         self.built = set()
+        self.since = {}
 
 
 _Shaped = tuple[Any, tuple[Any, ...], dict[str, Any]]  # an object, its fields' values, its shape
@@ -566,12 +572,13 @@ def _simple_shape(v: Any, drop_nulls: bool) -> Any:
 
 def _shape_since(names: tuple[str, ...], defaults: Mapping[str, Any], before: tuple[Any, ...],
                  last: dict[str, Any], now: tuple[Any, ...],
-                 drop_nulls: bool) -> dict[str, Any] | None:
+                 drop_nulls: bool) -> tuple[dict[str, Any], list[str]] | None:
     """to_dict of an object whose fields (`names`, their record defaults `defaults`) are `now`,
     from `last`, the dict of one whose fields were `before`: the fields that are not the very
-    same objects are put again, in their places. `last` itself when every field is; None where
-    one that is not would move keys (a missing value, a null, a default)."""
+    same objects are put again, in their places. With it, the keys put. `last` itself when no
+    field is; None where one would move keys (a missing value, a null, a default)."""
     out: dict[str, Any] | None = None
+    put: list[str] = []
     # Only the fields that are not the very same objects (itertools and operator: no step in
     # Python for the others, most of them).
     moved = map(operator.is_not, before, now)
@@ -580,6 +587,7 @@ def _shape_since(names: tuple[str, ...], defaults: Mapping[str, Any], before: tu
             out = dict(last)
         if type(b) in _SIMPLE and type(a) in _SIMPLE and name not in defaults and name in out:
             out[name] = b  # a number for a number: the common case
+            put.append(name)
             continue
         if type(a) is Missing and type(b) is Missing and a.since is b.since and (
                 a.reason == b.reason and a.detail == b.detail):
@@ -590,7 +598,8 @@ def _shape_since(names: tuple[str, ...], defaults: Mapping[str, Any], before: tu
         if v is _NOT_SIMPLE:
             return None
         out[name] = v
-    return last if out is None else out
+        put.append(name)
+    return (last, put) if out is None else (out, put)
 
 
 def to_dict(obj: Any, *, drop_nulls: bool = False, memo: DictMemo | None = None

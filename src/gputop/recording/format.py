@@ -197,9 +197,20 @@ def _patched(cls: type, old: Any, rec: Mapping[str, Any], patch: Any) -> Any:
     return from_dict_over(old, changed)
 
 
-def diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
-    """The RFC 7386 merge patch that turns `old` into `new`."""
+def diff(old: Mapping[str, Any], new: Mapping[str, Any],
+         since: Mapping[int, tuple[Mapping[str, Any], list[str]]] | None = None
+         ) -> dict[str, Any]:
+    """The RFC 7386 merge patch that turns `old` into `new`. With `since` (DictMemo.since), a
+    dict made from `old` by putting some keys is compared on those keys only."""
     patch: dict[str, Any] = {}
+    hint = since.get(id(new)) if since else None
+    if hint is not None and hint[0] is old:
+        for k in hint[1]:
+            v, ov = new[k], old[k]
+            if ov is not v and ov != v:
+                patch[k] = (diff(ov, v, since) if isinstance(ov, dict) and isinstance(v, dict)
+                            else v)
+        return patch
     kept = 0  # keys of `new` that `old` has
     for k, v in new.items():
         ov = old.get(k, _ABSENT)
@@ -210,7 +221,8 @@ def diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
         else:
             kept += 1
             if ov != v:
-                patch[k] = diff(ov, v) if isinstance(ov, dict) and isinstance(v, dict) else v
+                patch[k] = (diff(ov, v, since) if isinstance(ov, dict) and isinstance(v, dict)
+                            else v)
     if kept != len(old):
         for k in old:
             if k not in new:

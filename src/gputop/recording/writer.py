@@ -193,9 +193,9 @@ class RecordingWriter:
         # its patch is empty and the summary's decoder reuses what it built from it.
         rec = to_record(snap, self._memo, self._keys)
         round_to_sensor(rec, fresh=self._memo.built)
-        self._memo.next_tick()
         keyframe = self._prev is None or self._since_keyframe >= self._keyframe_every
-        patch = None if keyframe else diff(self._prev or {}, rec)
+        patch = None if keyframe else diff(self._prev or {}, rec, self._memo.since)
+        self._memo.next_tick()
         line = _line({"k": rec} if patch is None else {"d": patch})
         z = self._z.copy() if self._max_bytes is not None else self._z
         chunk = z.compress(line) + z.flush(zlib.Z_SYNC_FLUSH)

@@ -119,8 +119,9 @@ class SnapshotDecoder:
     of a part it changes only the keys it changes are decoded again."""
 
     def __init__(self) -> None:
-        # Of each part decoded last: its items by key, each (its record, its object), and the
-        # tuple of those objects in their order (None for a part that is one object).
+        # Of each part decoded last: its items by key, each (its record, its object), a part
+        # that is one object under ""; and the part as decoded (the tuple of its items' objects
+        # in their order, or its object).
         self._prev: dict[str, dict[str, tuple[object, object]]] = {}
         self._last: dict[str, Any] = {}
 

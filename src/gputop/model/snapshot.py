@@ -577,20 +577,11 @@ def _shape_since(names: tuple[str, ...], defaults: Mapping[str, Any], before: tu
     from `last`, the dict of one whose fields were `before`: the fields that are not the very
     same objects are put again, in their places. With it, the keys put. `last` itself when no
     field is; None where one would move keys (a missing value, a null, a default)."""
-    # The fields that are not the very same objects, found without a step in Python for each.
-    moved = list(map(operator.is_not, before, now))
-    put = list(itertools.compress(names, moved))
-    if not put:
-        return last, put
-    new = list(itertools.compress(now, moved))
-    if (_SIMPLE.issuperset(map(type, new))
-            and _SIMPLE.issuperset(map(type, itertools.compress(before, moved)))
-            and defaults.keys().isdisjoint(put) and last.keys() >= set(put)):
-        numbers = dict(last)  # numbers for numbers, the common case: put in their places
-        numbers.update(zip(put, new))
-        return numbers, put
     out: dict[str, Any] | None = None
-    put = []
+    put: list[str] = []
+    # Only the fields that are not the very same objects (itertools and operator: no step in
+    # Python for the others, most of them).
+    moved = map(operator.is_not, before, now)
     for name, a, b in itertools.compress(zip(names, before, now), moved):
         if out is None:
             out = dict(last)

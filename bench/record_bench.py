@@ -59,8 +59,9 @@ def main() -> None:
     ap.add_argument("--ticks", type=int, default=300)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--level", type=int, default=record_writer.COMPRESSION_LEVEL)
-    ap.add_argument("--strategy", choices=STRATEGIES, default=next(
-        k for k, v in STRATEGIES.items() if v == record_writer.COMPRESSION_STRATEGY))
+    ours = getattr(record_writer, "COMPRESSION_STRATEGY", zlib.Z_DEFAULT_STRATEGY)  # or older
+    ap.add_argument("--strategy", choices=STRATEGIES,
+                    default=next(k for k, v in STRATEGIES.items() if v == ours))
     args = ap.parse_args()
     snaps = read_recording(demo_path()).snapshots[:args.ticks]
     ticks = as_polled(snaps, tick_cost(snaps, len(snaps))[3])

@@ -27,7 +27,7 @@ from tests.helpers.waiting import until, within
 
 T0 = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC
 HOT = range(20, 118)  # ticks GPU 0 and 1 are in thermal slowdown: across the boundaries
-SEG = 2000  # bytes: three files for SNAPS
+SEG = 2100  # bytes: three files for SNAPS
 
 
 def tick(t: int) -> Any:

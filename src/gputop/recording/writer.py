@@ -36,9 +36,10 @@ from gputop.recording.segments import segment_paths
 from gputop.safetext import encodable_tree
 
 # zlib's level 8 with its strategy for data of many small numbers (Z_FILTERED: fewer short
-# matches, more left to Huffman coding): 0.3-4 % smaller than level 9's default strategy, in
-# 60-95 % of its time (0.15 ms a tick with 8 GPUs and 144 NVLinks against 0.24), and 4-7 %
-# smaller than level 6 (bench/record_bench.py --level).
+# matches, more left to Huffman coding): against level 9's default strategy, 0.3-4 % smaller
+# for busy nodes (the demo, a live 8-GPU node, the bundled fixtures; an idle GPU's few changing
+# numbers up to 4.5 % larger) in 60-95 % of its time (0.15 ms a tick with 8 GPUs and 144
+# NVLinks against 0.24); 4-7 % smaller than level 6 (bench/record_bench.py --level).
 COMPRESSION_LEVEL = 8
 COMPRESSION_STRATEGY = zlib.Z_FILTERED
 _GZIP_END = 16  # bytes that finishing a stream adds at most: an empty last block, the trailer

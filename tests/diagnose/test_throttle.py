@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -10,8 +11,17 @@ import pytest
 
 from gputop.diagnose import Engine, default_engine
 from gputop.diagnose.rules import BUILTIN, throttle
+from gputop.diagnose.window import History, last
 from gputop.importers.nvsmi_xml import parse_nvsmi_xml
-from gputop.model import ChildProcess, DeviceSample, HostSample, JobInfo, ProcessSample, Snapshot
+from gputop.model import (
+    ChildProcess,
+    DeviceSample,
+    HostSample,
+    JobInfo,
+    Missing,
+    ProcessSample,
+    Snapshot,
+)
 from gputop.testing.synthetic import GIB, node
 
 T0 = 1_800_000_000.0
@@ -177,3 +187,44 @@ def test_power_capped_with_clocks_below_the_measured_range_is_info() -> None:
 def test_power_cap_is_judged_only_after_a_minute() -> None:
     snaps = [healthy(t, power_limit=400.0, clock_sm=1100) for t in range(50)]
     assert throttle.check_power(snaps) == []
+
+
+def test_the_thermal_check_passes_over_a_gpu_only_where_its_full_reading_finds_nothing() -> None:
+    """The shortcut that spares most GPUs most ticks (`_calm`) says "nothing" only where the full
+    reading of the window (`_thermal`) finds nothing, over windows with slowdown bits, counters
+    that grow, hold, reset or are missing, margins and temperatures either side of the edges,
+    and a lost tick."""
+    rng = random.Random(7)
+    reasons = ("sw_power_cap", "hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
+    seen = {True: 0, False: 0}
+    found_by_full = 0
+    for _ in range(200):
+        p_bit = rng.choice((0.0, 0.0, 0.0, 0.03, 0.3))
+        counting = rng.choice(("hold", "hold", "hold", "grow", "reset", "missing"))
+        grows = rng.choice(("sw_thermal", "hw_thermal", "hw_power_brake", "sw_power_cap"))
+        margin = rng.choice((30.0, 30.0, 30.0, 11.0, 10.0, 4.0, -1.0))
+        peak = rng.choice((70.0, 70.0, 88.0, 89.0))
+        lost = rng.random() < 0.1
+        history = History()
+        for t in range(70):
+            bits = tuple(r for r in reasons if rng.random() < p_bit)
+            tt: Any = counters(t, **{grows: 0.5 if counting == "grow" else 0.0})
+            if counting == "reset" and t > 50:
+                tt = {r: v / 4 for r, v in tt.items()}
+            if counting == "missing" or (counting == "hold" and t == 3):
+                tt = Missing("unsupported")
+            s = healthy(t, n=1, throttle=bits, throttle_time=tt, temp_margin=margin,
+                        temp_gpu=peak if t == 66 else 60.0 + t % 5)
+            if lost and t == 40:
+                s = with_gpu(s, 0, lost=Missing("gpu_lost"))
+            history.append(s)
+        window = history.since(T0 + 10)
+        for w in (window, list(window)):
+            now = last(w, throttle.HOLD_S)
+            d = w[-1].devices[0]
+            calm = throttle._calm(w, 0, d, now)
+            full = throttle._thermal(w, 0, d, now)
+            assert not (calm and full), (p_bit, counting, grows, margin, peak, lost)
+            seen[calm] += 1
+            found_by_full += bool(full)
+    assert seen[True] > 50 and seen[False] > 50 and found_by_full > 50

@@ -101,3 +101,57 @@ def test_a_process_is_called_by_the_script_a_runner_module_runs() -> None:
     assert called("python", "-m", "pkg.train", "-m", "x") == "pkg.train"
     assert called("python", "-m", "gputop.probe") == "gputop.probe"
     assert called("python", "/srv/job/train.py", "-m", "x") == "train.py"
+
+
+def holey(n: int) -> list[Snapshot]:
+    """Ticks with readings missing here and there, a GPU lost now and then, no GPM on GPU0 at
+    all, and the clock-event counters reset once."""
+    out = []
+    for t, s in enumerate(ticks(n)):
+        d0, d1 = s.devices
+        d0 = replace(d0, gr_active=Missing("unsupported"),
+                     util_gpu=Missing("stale") if t % 7 == 3 else d0.util_gpu,
+                     throttle_time=Missing("stale") if t % 5 == 1 else
+                     {"sw_thermal": float(t % 40), "sw_power_cap": 2.0 * t})
+        if t % 11 == 6:
+            d1 = replace(d1, lost=Missing("gpu_lost"))
+        out.append(replace(s, devices=(d0, d1)))
+    return out
+
+
+def test_a_window_reads_the_same_as_a_list_where_ticks_are_missing_and_old_ones_forgotten(
+) -> None:
+    snaps = holey(200)
+    h = History()
+    for k, s in enumerate(snaps):
+        h.append(s)
+        h.forget_before(s.time - 60)
+        kept = [x for x in snaps[:k + 1] if x.time >= s.time - 60]
+        for seconds in (5, 20, 60):
+            win, plain = h.since(s.time - seconds), [x for x in kept if x.time >= s.time - seconds]
+            for index in (0, 1):
+                for name in ("util_gpu", "gr_active", "temp_gpu"):
+                    assert w.field_values(win, index, name) == w.field_values(plain, index, name)
+                    assert w.series(win, index, name) == w.series(plain, index, name)
+                    assert w.field_readings(win, index, name) == w.field_readings(plain, index,
+                                                                                  name)
+                    assert w.field_mean(win, index, name) == w.field_mean(plain, index, name)
+                assert w.busy_mean(win, index) == w.busy_mean(plain, index)
+                for reason in ("sw_thermal", "sw_power_cap"):
+                    assert w.counter_growth(win, index, reason) == w.counter_growth(
+                        plain, index, reason)
+                    assert w.reason_share(win, index, reason) == w.reason_share(
+                        plain, index, reason)
+    assert w.field_values(h.since(T0), 0, "gr_active") == []
+    assert len(w.field_values(h.since(T0), 0, "util_gpu")) == 52  # 9 of the 61 kept are missing
+    assert h.dropped == 139 and all(g[0] >= h.dropped for g in h.gaps.values())
+
+
+def test_a_figure_kept_for_a_tick_is_worked_out_again_at_the_next() -> None:
+    snaps = ticks(10)
+    h = history(snaps[:5])
+    assert w.field_mean(h.since(T0), 0, "util_gpu") == 20.0  # 0, 10, 20, 30, 40
+    h.append(snaps[5])
+    h.forget_before(T0 + 1)  # the same places in the history now hold other ticks
+    assert w.field_mean(h.since(T0), 0, "util_gpu") == 30.0  # 10 ... 50
+    assert w.busy_mean(h.since(T0), 0) == ("gr_active", 96.0)

@@ -122,3 +122,26 @@ def test_a_memo_keeps_the_shape_of_every_object_handed_again_and_only_those() ->
     assert b["host"] is not a["host"] and b["host"]["cpu_percent"] == 55.0
     assert all(b["links"][k] is a["links"][k] for k in a["links"])
     assert all(b["devices"][k]["util_gpu"] == 12.0 for k in b["devices"])
+
+
+def test_the_models_replace_is_dataclasses_replace() -> None:
+    from gputop import model
+
+    s = busy_node()
+    objs = [s, *s.devices, *s.processes, *s.links, Missing("unsupported"),
+            ProbeStats(ts=T0), JobInfo(), ChildProcess(pid=8, name="w", cpu_percent=1.0, rss=9)]
+    for obj in objs:
+        name = dataclasses.fields(obj)[0].name
+        first = getattr(obj, name)
+        changed = model.replace(obj, **{name: first})
+        assert changed == replace(obj, **{name: first}) and changed is not obj
+        assert type(changed) is type(obj)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(changed, name, first)
+    lk = s.links[0]
+    assert model.replace(lk, rx=5.0, tx=6.0) == replace(lk, rx=5.0, tx=6.0)
+    assert model.replace(lk) == lk
+    with pytest.raises(TypeError, match="no field bogus"):
+        model.replace(lk, bogus=1)
+    with pytest.raises(ValueError):  # a class with checks of its own still runs them
+        model.replace(Missing("unsupported"), reason="nonsense")

@@ -359,13 +359,16 @@ def test_a_child_with_its_own_gpu_context_is_not_counted_as_a_worker(
 
 
 def test_untrusted_command_lines_are_stored_exactly_as_the_process_gave_them() -> None:
-    argv = [sys.executable, "-c", "import time; time.sleep(30)",
+    code = "import time; print(flush=True); time.sleep(30)"  # the line: it runs, exec is done
+    argv = [sys.executable, "-c", code,
             "[red]x[/red]", "\x1b]0;pwn\x07", "\x1b[2J\x1b[31mgotcha", "[bold]"]
-    proc = subprocess.Popen(argv)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE)
     try:
+        assert proc.stdout is not None
+        proc.stdout.readline()
         p = enrich_one(HostSource(), proc.pid)
 
-        assert p.cmdline == (sys.executable, "-c", "import time; time.sleep(30)",
+        assert p.cmdline == (sys.executable, "-c", code,
                              "[red]x[/red]", "\x1b]0;pwn\x07", "\x1b[2J\x1b[31mgotcha", "[bold]")
     finally:
         proc.kill()

@@ -132,6 +132,27 @@ def test_nvlink_state_and_errors_and_mig_mode_every_15_s_never_older() -> None:
     assert all(d.mig_enabled is False for t in ticks[1:] for d in t.devices)
 
 
+def test_limits_pcie_link_ecc_and_remapped_rows_every_15_s_the_margin_every_slow_tick() -> None:
+    snaps = []
+    for t in range(31):  # counts that grow each second, a limit lowered each second
+        s = node(1, time=1000.0 + t)
+        snaps.append(dataclasses.replace(s, devices=tuple(dataclasses.replace(
+            d, ecc_corrected=t, power_limit=700.0 - t, pcie_replays=t, temp_margin=40.0 - t)
+            for d in s.devices)))
+    ticks, fake, _ = run(snaps, slow_interval=5)
+    for call in ("nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetPersistenceMode",
+                 "nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetCurrPcieLinkWidth",
+                 "nvmlDeviceGetPcieReplayCounter", "nvmlDeviceGetRemappedRows"):
+        assert fake.calls[call] == 3, call  # at 0, 15 and 30 s
+    devs = [t.devices[0] for t in ticks]
+    assert [d.ecc_corrected for d in devs] == [t - t % 15 for t in range(31)]
+    assert [d.pcie_replays for d in devs] == [t - t % 15 for t in range(31)]
+    assert [d.power_limit for d in devs] == [700.0 - (t - t % 15) for t in range(31)]
+    # What moves with the load is read every slow tick.
+    assert fake.calls["nvmlDeviceGetMarginTemperature"] == 7
+    assert [d.temp_margin for d in devs] == [40.0 - (t - t % 5) for t in range(31)]
+
+
 def test_topology_matrix_names_nvlink_through_nvswitch() -> None:
     _, _, src = run([node(4, links=18)])
     assert src.topology is not None

@@ -5,6 +5,9 @@ the rules a `Window` over its history instead, where what a helper reads out of 
 device's utilization, its clock-event bits...) is read once per tick and shared by every rule
 and every later window that holds the tick: each rule looks at a minute or more of ticks every
 few seconds, and over a day-long recording reading each tick again every time is what costs.
+The history also notes which ticks read as missing, so that a window with none hands out its
+values as they are, and a figure of a window that several rules ask for in the same tick (a
+mean, a counter's growth) is worked out once.
 """
 
 from __future__ import annotations
@@ -31,6 +34,11 @@ class History:
         self.times: list[float] = []
         # (function, args) -> [function(tick, *args) for the oldest ticks]: a prefix of `snaps`
         self.columns: dict[tuple[Any, ...], list[Any]] = {}
+        # (function, args) -> the ticks where its column holds None, in order, each counted from
+        # the first tick ever taken: most columns have none, and a window without one hands out
+        # its values without looking at each
+        self.gaps: dict[tuple[Any, ...], list[int]] = {}
+        self.dropped = 0  # ticks forgotten so far
         # (function, start, stop, args) -> what a pure function of those ticks gave, until the
         # ticks change: several rules ask the same figure of the same ticks
         self.results: dict[tuple[Any, ...], Any] = {}
@@ -56,6 +64,12 @@ class History:
             del col[:n]
             if not col:  # read from no tick left (a process that exited): forget it
                 del self.columns[key]
+        self.dropped += n
+        for key, gaps in list(self.gaps.items()):
+            if gaps[-1] < self.dropped or key not in self.columns:
+                del self.gaps[key]
+            elif gaps[0] < self.dropped:
+                del gaps[:bisect.bisect_left(gaps, self.dropped)]
 
     def drop_links_before(self, t: float) -> None:
         """Empties the links of the ticks older than `t`, which no rule that reads links looks
@@ -117,21 +131,71 @@ class Window(Sequence[Snapshot]):
     def since(self, t: float) -> Window:
         return Window(self._h, bisect.bisect_left(self._h.times, t, self._a, self._b), self._b)
 
-    def column(self, fn: Callable[..., Any], *args: Any) -> list[Any]:
-        key = (fn, *args)
-        col = self._h.columns.get(key)
+    def last(self, seconds: float) -> Window:
+        """The tail no older than `seconds` before the newest tick (`last`)."""
+        if self._b == self._a:
+            return self
+        times = self._h.times
+        return Window(self._h, bisect.bisect_left(times, times[self._b - 1] - seconds, self._a,
+                                                  self._b), self._b)
+
+    # The columns, by key: (function, *args) -> [function(tick, *args) for each tick]. The
+    # helpers below call these directly: they run hundreds of times a tick.
+
+    def _column(self, key: tuple[Any, ...]) -> list[Any]:
+        return self._read(key)[self._a:self._b]
+
+    def _present(self, key: tuple[Any, ...]) -> list[Any]:
+        """The column without its Nones."""
+        col = self._read(key)
+        a, b = self._a, self._b
+        none = self._nones(key)
+        if none == b - a:
+            return []
+        return [v for v in col[a:b] if v is not None] if none else col[a:b]
+
+    def _readings(self, key: tuple[Any, ...]) -> tuple[list[float], list[Any]]:
+        """The times where the column is not None, and its values there."""
+        col = self._read(key)
+        a, b = self._a, self._b
+        none = self._nones(key)
+        if none == b - a:
+            return [], []
+        times = self._h.times
+        if not none:
+            return times[a:b], col[a:b]
+        keep = [i for i in range(a, b) if col[i] is not None]
+        return [times[i] for i in keep], [col[i] for i in keep]
+
+    def _nones(self, key: tuple[Any, ...]) -> int:
+        """How many of this window's ticks the column (read) holds None at."""
+        gaps = self._h.gaps.get(key)
+        if not gaps:
+            return 0
+        first = self._h.dropped
+        return bisect.bisect_left(gaps, first + self._b) - bisect.bisect_left(gaps, first + self._a)
+
+    def _read(self, key: tuple[Any, ...]) -> list[Any]:
+        """The whole column, read up to this window's newest tick."""
+        h = self._h
+        col = h.columns.get(key)
         if col is None:
-            col = self._h.columns[key] = []
+            col = h.columns[key] = []
         if len(col) < self._b:
-            col.extend([fn(s, *args) for s in self._h.snaps[len(col):self._b]])
-        return col[self._a:self._b]
+            fn, *args = key
+            for i in range(len(col), self._b):  # the ticks not read yet: usually the newest
+                v = fn(h.snaps[i], *args)
+                if v is None:
+                    h.gaps.setdefault(key, []).append(h.dropped + i)
+                col.append(v)
+        return col
 
 
 def column(window: Sequence[Snapshot], fn: Callable[..., Any], *args: Any) -> list[Any]:
     """`fn(tick, *args)` for each tick of the window. Under the engine each tick is read once,
     so `fn` must be a pure function of the tick and `args`, and one function serves one purpose."""
     if isinstance(window, Window):
-        return window.column(fn, *args)
+        return window._column((fn, *args))
     return [fn(s, *args) for s in window]
 
 
@@ -145,11 +209,11 @@ def span(window: Sequence[Snapshot]) -> float:
 
 def last(window: Sequence[Snapshot], seconds: float) -> Sequence[Snapshot]:
     """The tail of `window` no older than `seconds` before its newest tick."""
+    if isinstance(window, Window):
+        return window.last(seconds)
     if not window:
         return window
     t0 = window[-1].time - seconds
-    if isinstance(window, Window):
-        return window.since(t0)
     i = len(window)
     while i > 0 and window[i - 1].time >= t0:
         i -= 1
@@ -208,15 +272,44 @@ def _value(s: Snapshot, index: int, name: str) -> float | None:
     return None
 
 
+def readings(window: Sequence[Snapshot], fn: Callable[..., Any],
+             *args: Any) -> tuple[list[float], list[Any]]:
+    """The times of the ticks where `fn(tick, *args)` is not None, and what it gave there (the
+    same purity as `column`)."""
+    if isinstance(window, Window):
+        return window._readings((fn, *args))
+    col = [fn(s, *args) for s in window]
+    keep = [i for i, v in enumerate(col) if v is not None]
+    return [window[i].time for i in keep], [col[i] for i in keep]
+
+
 def series(window: Sequence[Snapshot], index: int, name: str) -> list[Point]:
     """(time, value) of one device field, skipping ticks where it is missing."""
-    col = column(window, _point, index, name)
-    return col if None not in col else [p for p in col if p is not None]
+    if isinstance(window, Window):
+        return window._present((_point, index, name))
+    return present(window, _point, index, name)
 
 
 def field_values(window: Sequence[Snapshot], index: int, name: str) -> list[float]:
     """`values(series(...))`, without building the points."""
-    col = column(window, _value, index, name)
+    if isinstance(window, Window):
+        return window._present((_value, index, name))
+    return present(window, _value, index, name)
+
+
+def field_readings(window: Sequence[Snapshot], index: int,
+                   name: str) -> tuple[list[float], list[float]]:
+    """`series(...)` as its times and its values."""
+    if isinstance(window, Window):
+        return window._readings((_value, index, name))
+    return readings(window, _value, index, name)
+
+
+def present(window: Sequence[Snapshot], fn: Callable[..., Any], *args: Any) -> list[Any]:
+    """`column(window, fn, *args)` without its Nones."""
+    if isinstance(window, Window):
+        return window._present((fn, *args))
+    col = [fn(s, *args) for s in window]
     return col if None not in col else [v for v in col if v is not None]
 
 
@@ -235,6 +328,27 @@ def busy_values(window: Sequence[Snapshot], index: int) -> tuple[str, list[float
     if gr and len(gr) * 2 >= len(window):
         return "gr_active", gr
     return "util_gpu", field_values(window, index, "util_gpu")
+
+
+def field_mean(window: Sequence[Snapshot], index: int, name: str) -> float | None:
+    """`mean(field_values(window, index, name))`."""
+    got: float | None = _once(window, _field_mean, index, name)
+    return got
+
+
+def _field_mean(window: Sequence[Snapshot], index: int, name: str) -> float | None:
+    return mean(field_values(window, index, name))
+
+
+def busy_mean(window: Sequence[Snapshot], index: int) -> tuple[str, float | None]:
+    """The metric of `busy_values` and the mean of its values."""
+    got: tuple[str, float | None] = _once(window, _busy_mean, index)
+    return got
+
+
+def _busy_mean(window: Sequence[Snapshot], index: int) -> tuple[str, float | None]:
+    metric, vals = busy_values(window, index)
+    return metric, mean(vals)
 
 
 def values(points: Iterable[Point]) -> list[float]:
@@ -294,23 +408,29 @@ def counter_growth(window: Sequence[Snapshot], index: int,
                    reason: str) -> tuple[float, float] | None:
     """(seconds a clock-event counter grew, seconds of window it covers), from its oldest and
     newest readings; a drop between them is a reset (driver reload), counted from zero."""
+    got: tuple[float, float] | None = _once(window, _counter_growth, index, reason)
+    return got
+
+
+def _once(window: Sequence[Snapshot], fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(window, *args)`, worked out once per tick for the engine's windows: several rules ask
+    the same figure of the same ticks. `fn` must be a pure function of the window and `args`
+    that returns what cannot be changed in place (a number, a tuple)."""
     if not isinstance(window, Window):
-        return _counter_growth(window, index, reason)
-    key = (_counter_growth, window._a, window._b, index, reason)
+        return fn(window, *args)
+    key = (fn, window._a, window._b, *args)
     results = window._h.results
     if key not in results:
-        results[key] = _counter_growth(window, index, reason)
-    got: tuple[float, float] | None = results[key]
-    return got
+        results[key] = fn(window, *args)
+    return results[key]
 
 
 def _counter_growth(window: Sequence[Snapshot], index: int,
                     reason: str) -> tuple[float, float] | None:
-    col = column(window, _throttle_point, index, reason)
-    first = next((p for p in col if p is not None), None)
-    if first is None:
+    points = present(window, _throttle_point, index, reason)
+    if not points:
         return None
-    (t0, a), (t1, b) = first, next(p for p in reversed(col) if p is not None)
+    (t0, a), (t1, b) = points[0], points[-1]
     if t1 <= t0:
         return None
     return (b - a if b >= a else b), t1 - t0
@@ -322,13 +442,19 @@ def _bits(s: Snapshot, index: int) -> tuple[str, ...] | None:
     return None if d is None or isinstance(d.throttle, Missing) else d.throttle
 
 
+def _bit(s: Snapshot, index: int, reason: str) -> bool | None:
+    """Whether a clock-event bit is set at a tick; None where the device does not say."""
+    bits = _bits(s, index)
+    return None if bits is None else reason in bits
+
+
 def reason_share(window: Sequence[Snapshot], index: int, reason: str) -> float | None:
     """Share of the window's time a clock-event reason held the clock: from the cumulative
     counter where there is one (precise), else from the share of ticks with the bit set."""
     grown = counter_growth(window, index, reason)
     if grown is not None:
         return min(1.0, grown[0] / grown[1])
-    bits = [reason in b for b in column(window, _bits, index) if b is not None]
+    bits = present(window, _bit, index, reason)
     return sum(bits) / len(bits) if bits else None
 
 

@@ -821,8 +821,41 @@ def _copier(cls: type[T]) -> Callable[[T, Mapping[str, Any]], T]:
     return copy  # type: ignore[no-any-return]  # made by exec: its type is what the source says
 
 
+_REPLACERS: dict[type, Callable[[Any, dict[str, Any]], Any]] = {}
+
+
 def replace(obj: T, **changes: Any) -> T:
-    return dataclasses.replace(obj, **changes)  # type: ignore[type-var]
+    """`dataclasses.replace` for the model's frozen dataclasses, slot by slot as `_builder`
+    builds them: 2 µs for a NVLink link where dataclasses.replace takes 7, and a source replaces
+    every link's rates every slow tick."""
+    cls = type(obj)
+    rep = _REPLACERS.get(cls)
+    if rep is None:
+        rep = _REPLACERS[cls] = _replacer(cls)
+    out: T = rep(obj, changes)
+    return out
+
+
+def _replacer(cls: type) -> Callable[[Any, dict[str, Any]], Any]:
+    fields = dataclasses.fields(cls)
+    slots: list[Any] = [getattr(cls, f.name, None) for f in fields]
+    if (hasattr(cls, "__post_init__") or any(not f.init for f in fields)
+            or not all(isinstance(x, types.MemberDescriptorType) for x in slots)):
+        return lambda obj, changes: dataclasses.replace(obj, **changes)
+    env: dict[str, Any] = {"_new": object.__new__, "_cls": cls,
+                           "_known": frozenset(f.name for f in fields)}
+    lines = []
+    for i, (f, slot) in enumerate(zip(fields, slots)):
+        env[f"_s{i}"] = slot.__set__
+        lines.append(f"    _s{i}(o, ch[{f.name!r}] if {f.name!r} in ch else obj.{f.name})")
+    src = ("def rep(obj, ch):\n"
+           "    if ch and not _known.issuperset(ch):\n"
+           f"        raise TypeError(f'{cls.__name__} has no field "
+           "{\", \".join(sorted(set(ch) - _known))}')\n"
+           "    o = _new(_cls)\n" + "\n".join(lines) + "\n    return o\n")
+    exec(src, env)  # as `_builder`
+    rep: Callable[[Any, dict[str, Any]], Any] = env["rep"]
+    return rep
 
 
 def mark_all(obj: T, missing: Missing, names: Iterable[str] | None = None) -> T:

@@ -41,6 +41,7 @@ from gputop.model import (
     ProbeStats,
     ProcessSample,
     Val,
+    replace,
 )
 from gputop.safetext import encodable
 from gputop.sources.cpu_start import PPID, START, STATE, STIME, UTIME, CpuStart, stat_fields
@@ -205,7 +206,7 @@ class HostSource:
             if p.pid not in fields_by_pid:
                 fields_by_pid[p.pid] = self._host_fields(p.pid, tick)
         probes = self._probes(tick.uids, now)
-        out = [dataclasses.replace(p, **fields_by_pid[p.pid], probe=probes.get(p.pid))
+        out = [replace(p, **fields_by_pid[p.pid], probe=probes.get(p.pid))
                for p in processes]
         self._start = None  # its processes had their first share
         # Whatever was not seen this tick has exited (or left the GPU): forget it, so the cache

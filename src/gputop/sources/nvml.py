@@ -10,11 +10,12 @@ Cadence (costs measured on an H100, docs/diagnostics.md §0.11):
 - every tick (~0.1 ms a GPU): utilization, memory, power, clocks, temperature, reasons, P-state,
   fan, running processes;
 - every `slow_interval` (5 s): field values (throttle-time counters, HBM temperature, energy,
-  NVLink traffic), GPM (SM active, tensor, DRAM, PCIe traffic), process utilization, margin, ECC,
-  remapped rows, limits, PCIe link, encoder/decoder;
-- every `state_interval` (STATE_EVERY_S, 15 s: Prometheus' default scrape interval), never older:
-  NVLink state and error counters (five calls a link: 720 on an 8-GPU NVSwitch node) and MIG
-  mode (0.1 ms a GPU; it changes only with a GPU reset);
+  NVLink traffic), GPM (SM active, tensor, DRAM, PCIe traffic), process utilization, thermal
+  margin, encoder/decoder;
+- every `state_interval` (STATE_EVERY_S, 15 s: Prometheus' default scrape interval), never older,
+  what changes rarely: NVLink state and error counters (five calls a link: 720 on an 8-GPU
+  NVSwitch node), MIG mode (0.1 ms a GPU; it changes only with a GPU reset), power limit,
+  persistence, PCIe link and replays, ECC counts, retired pages, remapped rows (19 calls a GPU);
 - every PCIE_THROUGHPUT_EVERY_S (15 s), only where GPM cannot give PCIe traffic:
   `nvmlDeviceGetPcieThroughput`, a 20 ms sample of the traffic that blocks for those 20 ms and
   costs 0.65 ms of CPU a call (H100, driver 580), two a GPU. The GPUs are sampled at once.
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import functools
 import os
 import struct
 import threading
@@ -47,6 +49,7 @@ from gputop.model import (
     Topology,
     XidEvent,
     mark_all,
+    replace,
 )
 from gputop.model.reasons import REASON_BITS
 from gputop.sources.base import GpuTick, SourceInfo
@@ -309,8 +312,9 @@ class NvmlSource:
         self.nvml: Any = None
         self.slow_interval = slow_interval
         self.pcie_throughput = pcie_throughput
-        # NVLink state and error counters, and MIG mode, change rarely: read at most every
-        # `state_interval` s (at least every slow tick). NVLink rates follow every slow tick.
+        # What changes rarely (NVLink state and error counters, MIG mode, limits, the PCIe
+        # link, ECC counts...) is read when it would turn `state_interval` s old (at least every
+        # slow tick). NVLink rates follow every slow tick.
         self.state_interval = state_interval
         # In the background, a poll never waits for the slow calls: it starts them in a thread
         # when they are due and shows what the last slow tick read (the first poll has the
@@ -854,30 +858,17 @@ class NvmlSource:
                           "clock_mem_max": dev.ask("clock_mem_max", n.nvmlDeviceGetMaxClockInfo,
                                                    h, 2)}
         s = dict(dev.slow)
-        s["power_limit"] = _map(dev.ask("power_limit", n.nvmlDeviceGetEnforcedPowerLimit, h),
-                                lambda mw: round(mw / 1000, 2))
-        s["persistence_mode"] = _map(dev.ask("persistence", n.nvmlDeviceGetPersistenceMode, h),
-                                     bool)
         s["temp_margin"] = _map(dev.ask("margin", n.nvmlDeviceGetMarginTemperature, h), float)
-        s["pcie_gen"] = dev.ask("pcie_gen", n.nvmlDeviceGetCurrPcieLinkGeneration, h)
-        s["pcie_width"] = dev.ask("pcie_width", n.nvmlDeviceGetCurrPcieLinkWidth, h)
-        s["pcie_replays"] = dev.ask("pcie_replays", n.nvmlDeviceGetPcieReplayCounter, h)
         s["enc_util"] = _map(dev.ask("enc", n.nvmlDeviceGetEncoderUtilization, h),
                              lambda v: float(v[0]))
         s["dec_util"] = _map(dev.ask("dec", n.nvmlDeviceGetDecoderUtilization, h),
                              lambda v: float(v[0]))
-        self._read_ecc(dev, s)
-        rows = dev.ask("remapped", n.nvmlDeviceGetRemappedRows, h)
-        s["remapped_corrected"] = _map(rows, lambda r: int(r[0]))
-        s["remapped_uncorrected"] = _map(rows, lambda r: int(r[1]))
-        s["remap_pending"] = _map(rows, lambda r: bool(r[2]))
-        s["remap_failed"] = _map(rows, lambda r: bool(r[3]))
         # Read again when the next slow tick would find them `state_interval` s old: never
         # older.
         state = not 0 <= now + self.slow_interval - dev.state_at <= self.state_interval
         if state:
             dev.state_at = now
-            dev.mig_mode = dev.ask("mig_mode", n.nvmlDeviceGetMigMode, h)
+            self._read_state(dev, s)
         self._read_mig(dev, s)
         if counters:
             self._read_fields(dev, s, now)
@@ -889,6 +880,26 @@ class NvmlSource:
         else:
             _follow_rates(dev)
         dev.slow = s
+
+    def _read_state(self, dev: _Device, s: dict[str, Any]) -> None:
+        """What changes rarely, by an administrator's hand or a fault: limits, persistence, the
+        PCIe link and its replays, ECC counts, retired pages and remapped rows, MIG mode (19
+        calls a GPU). Its NVLink links' state and errors are read after the field values."""
+        n, h = self.nvml, dev.handle
+        s["power_limit"] = _map(dev.ask("power_limit", n.nvmlDeviceGetEnforcedPowerLimit, h),
+                                lambda mw: round(mw / 1000, 2))
+        s["persistence_mode"] = _map(dev.ask("persistence", n.nvmlDeviceGetPersistenceMode, h),
+                                     bool)
+        s["pcie_gen"] = dev.ask("pcie_gen", n.nvmlDeviceGetCurrPcieLinkGeneration, h)
+        s["pcie_width"] = dev.ask("pcie_width", n.nvmlDeviceGetCurrPcieLinkWidth, h)
+        s["pcie_replays"] = dev.ask("pcie_replays", n.nvmlDeviceGetPcieReplayCounter, h)
+        self._read_ecc(dev, s)
+        rows = dev.ask("remapped", n.nvmlDeviceGetRemappedRows, h)
+        s["remapped_corrected"] = _map(rows, lambda r: int(r[0]))
+        s["remapped_uncorrected"] = _map(rows, lambda r: int(r[1]))
+        s["remap_pending"] = _map(rows, lambda r: bool(r[2]))
+        s["remap_failed"] = _map(rows, lambda r: bool(r[3]))
+        dev.mig_mode = dev.ask("mig_mode", n.nvmlDeviceGetMigMode, h)
 
     def _read_ecc(self, dev: _Device, s: dict[str, Any]) -> None:
         """ECC counts, volatile and aggregate (the GPU's life), the uncorrected ones by where
@@ -1149,10 +1160,9 @@ def _follow_rates(dev: _Device) -> None:
 
 def _with_rates(lk: LinkSample, rates: dict[str, Any], up: Any = None,
                 errors: Any = None) -> LinkSample:
-    """`lk` with these rates (and state and errors). Built whole, not dataclasses.replace'd:
-    144 links every slow tick. What did not change is `lk`'s own (the whole of `lk` where
-    nothing did): the diagnostics keep minutes of ticks, and a link's error counters, an idle
-    link's rates, seldom change."""
+    """`lk` with these rates (and state and errors): 144 links every slow tick. What did not
+    change is `lk`'s own (the whole of `lk` where nothing did): the diagnostics keep minutes of
+    ticks, and a link's error counters, an idle link's rates, seldom change."""
     rx, tx = rates.get("rx", lk.rx), rates.get("tx", lk.tx)
     rx = lk.rx if rx == lk.rx else rx
     tx = lk.tx if tx == lk.tx else tx
@@ -1160,10 +1170,7 @@ def _with_rates(lk: LinkSample, rates: dict[str, Any], up: Any = None,
     errors = lk.errors if errors is None or errors == lk.errors else errors
     if rx is lk.rx and tx is lk.tx and up is lk.up and errors is lk.errors:
         return lk
-    return LinkSample(
-        device_index=lk.device_index, link=lk.link, kind=lk.kind, up=up, version=lk.version,
-        remote_bus_id=lk.remote_bus_id, remote_kind=lk.remote_kind, speed=lk.speed, rx=rx,
-        tx=tx, errors=errors)
+    return replace(lk, up=up, rx=rx, tx=tx, errors=errors)
 
 
 _VALUE_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")  # valueType
@@ -1210,6 +1217,7 @@ def _field_values(nvml: Any, handle: Any, ids: list[tuple[int, int]],
     return out
 
 
+@functools.cache
 def _laid_out(struct_t: Any) -> bool:
     """Whether the binding's nvmlFieldValue_t is laid out as `_FIELD` reads it."""
     return (ctypes.sizeof(struct_t) == _FIELD.size

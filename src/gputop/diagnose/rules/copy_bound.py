@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gputop.diagnose.types import Condition, Diagnostic
-from gputop.diagnose.window import covers, devices, field_values, last, mean
+from gputop.diagnose.window import covers, devices, field_mean, last
 from gputop.model import Snapshot
 
 SMOOTH_S = 10.0  # NVML util moves every ~200 ms; a 10 s mean keeps one dip from resetting `for`
@@ -25,13 +25,14 @@ FIX = ("Use pinned memory with non_blocking=True, prefetch to the GPU on a side 
 
 
 def _means(window: Sequence[Snapshot], index: int) -> tuple[float, float, float, float] | None:
-    util = mean(field_values(window, index, "util_gpu"))
-    gr = mean(field_values(window, index, "gr_active"))
-    rx = mean(field_values(window, index, "pcie_rx"))
-    tx = mean(field_values(window, index, "pcie_tx"))
-    if util is None or gr is None or rx is None:
+    util = field_mean(window, index, "util_gpu")
+    gr = field_mean(window, index, "gr_active")
+    if util is None or gr is None:  # no GPM: nothing tells copies from kernels
         return None
-    return util, gr, rx, tx or 0.0
+    rx = field_mean(window, index, "pcie_rx")
+    if rx is None:
+        return None
+    return util, gr, rx, field_mean(window, index, "pcie_tx") or 0.0
 
 
 def _copying(m: tuple[float, float, float, float] | None) -> bool:

@@ -13,12 +13,12 @@ from gputop.diagnose.types import SEVERITIES, Condition, Diagnostic
 from gputop.diagnose.window import (
     column,
     device_at,
+    field_readings,
     field_values,
     growth,
-    increase,
     last,
     number,
-    series,
+    present,
 )
 from gputop.model import DeviceSample, LinkSample, Missing, Snapshot
 from gputop.model.xid import lookup
@@ -178,9 +178,11 @@ def check_pcie(window: Sequence[Snapshot]) -> list[Condition]:
 def _downtrained(window: Sequence[Snapshot], d: DeviceSample) -> list[Condition]:
     """Every loaded tick of the last minute ran below the link's max (an idle link may downshift
     to save power, so idle ticks say nothing)."""
-    loaded = [below for below in column(window, _loaded_below_max, d.index) if below is not None]
+    loaded = present(window, _loaded_below_max, d.index)
+    if len(loaded) < PCIE_MIN_LOADED_TICKS or not all(loaded):
+        return []
     link = _pcie(d)
-    if len(loaded) < PCIE_MIN_LOADED_TICKS or link is None or not all(loaded):
+    if link is None:
         return []
     gen, gen_max, width, width_max = link
     return [Condition(
@@ -217,10 +219,10 @@ def _below_max(d: DeviceSample) -> bool:
 
 
 def _replays(window: Sequence[Snapshot], d: DeviceSample) -> list[Condition]:
-    pts = series(window, d.index, "pcie_replays")
-    if len(pts) < 2 or pts[-1][0] - pts[0][0] < REPLAY_MIN_S:
+    ts, counts = field_readings(window, d.index, "pcie_replays")
+    if len(ts) < 2 or ts[-1] - ts[0] < REPLAY_MIN_S:
         return []
-    per_min = increase(pts) / (pts[-1][0] - pts[0][0]) * 60.0
+    per_min = growth(counts) / (ts[-1] - ts[0]) * 60.0
     if per_min <= PCIE_REPLAYS_PER_MIN:
         return []
     return [Condition(
@@ -241,7 +243,7 @@ def check_nvlink(window: Sequence[Snapshot]) -> list[Condition]:
     down: dict[int, list[int]] = {}
     for key, lk in now.items():
         old = first[key]
-        if (old.errors != lk.errors and not isinstance(lk.errors, Missing)
+        if (old is not lk and old.errors != lk.errors and not isinstance(lk.errors, Missing)
                 and not isinstance(old.errors, Missing)):
             grown = sum(_grown(old.errors.get(c, 0), lk.errors.get(c, 0))
                         for c in NVLINK_COUNTERS)

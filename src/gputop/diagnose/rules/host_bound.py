@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from gputop.diagnose.types import Condition, Diagnostic
 from gputop.diagnose.window import (
-    busy_values,
+    busy_mean,
     column,
     command,
     covers,
@@ -66,14 +66,16 @@ def check(window: Sequence[Snapshot]) -> list[Condition]:
     if not covers(recent, WINDOW_S):
         return []
     out = []
+    newest = recent[-1]
     for index in devices(recent):
-        d = device_at(recent[-1], index)
+        d = device_at(newest, index)
         if d is None or d.mig_enabled is True:
             continue
-        metric, busy_vals = busy_values(recent, index)
-        busy = mean(busy_vals)
-        latest = mean(busy_values(last(recent, RECENT_S), index)[1])
-        if busy is None or busy >= IDLE_BUSY or (latest is not None and latest >= IDLE_BUSY):
+        metric, busy = busy_mean(recent, index)
+        if busy is None or busy >= IDLE_BUSY:
+            continue
+        latest = busy_mean(last(recent, RECENT_S), index)[1]
+        if latest is not None and latest >= IDLE_BUSY:
             continue
         util = field_values(recent, index, "util_gpu")
         if not util or (mean(util) or 0.0) < WORKING_UTIL or \

@@ -18,18 +18,18 @@ from collections.abc import Sequence
 
 from gputop.diagnose.types import Condition, Diagnostic
 from gputop.diagnose.window import (
-    busy_values,
+    busy_mean,
     column,
     command,
     device_at,
     devices,
+    field_readings,
     field_values,
     gib,
     last,
     least_squares,
-    mean,
     number,
-    series,
+    readings,
     times,
 )
 from gputop.model import DeviceSample, ProcessSample, Snapshot
@@ -133,13 +133,8 @@ def _process_points(window: Sequence[Snapshot], index: int,
     born = next((b for b in col if b is not None), None)
     if born is None:
         return [], []
-    ts = times(window)
-    start = bisect.bisect_left(ts, WARMUP_S, key=lambda t: t - born)
-    mems = column(window, _memory_at, index, pid)[start:]
-    if None not in mems:
-        return ts[start:], mems
-    keep = [i for i, m in enumerate(mems) if m is not None]
-    return [ts[start + i] for i in keep], [mems[i] for i in keep]
+    start = bisect.bisect_left(times(window), WARMUP_S, key=lambda t: t - born)
+    return readings(window[start:], _memory_at, index, pid)
 
 
 def _memory_born(s: Snapshot, pid: int) -> float | None:
@@ -153,22 +148,25 @@ def _memory_born(s: Snapshot, pid: int) -> float | None:
 def check_growth(window: Sequence[Snapshot]) -> list[Condition]:
     if not window:
         return []
+    recent = last(window, SOON_FIT_S)
+    newest = window[-1]
+    on = _on_devices(newest)
     out = []
     for index in devices(window):
-        d = device_at(window[-1], index)
+        d = device_at(newest, index)
         if d is None:
             continue
-        procs = {p.pid: p for p in window[-1].processes_on(index)}
-        by_pid = {pid: pts for pid in procs if (pts := _process_points(window, index, pid))[0]}
-        if not any(number(p.gpu_mem) is not None for p in procs.values()):
-            used = series(window, index, "mem_used")  # no per-process memory: the device's
-            by_pid = {-1: ([t for t, _ in used], [v for _, v in used])}
+        procs = on.get(index, {})
+        if any(number(p.gpu_mem) is not None for p in procs.values()):
+            by_pid = {pid: pts for pid in procs
+                      if (pts := _process_points(window, index, pid))[0]}
+        else:  # no per-process memory: the device's
+            by_pid = {-1: field_readings(window, index, "mem_used")}
         free = _free(d)
         for pid, (ts, vs) in by_pid.items():
-            if _soon(window, index, pid, free) is not None:
-                continue  # mem.oom_soon says it, with the sooner projection
             g = _growth(ts, vs)
-            if g is not None:
+            # Where mem.oom_soon says it, it says so with the sooner projection.
+            if g is not None and _soon(recent, index, pid, free) is None:
                 out.append(_growth_condition(d, procs.get(pid), vs[-1], g))
     return out
 
@@ -199,21 +197,15 @@ def _growth_condition(d: DeviceSample, p: ProcessSample | None, now_bytes: float
         fix=GROWTH_FIX, evidence=evidence, score=slope)
 
 
-def _soon(window: Sequence[Snapshot], index: int, pid: int,
+def _soon(recent: Sequence[Snapshot], index: int, pid: int,
           free: float | None) -> tuple[float, float, float, float] | None:
     """(slope B/s, R², growth, seconds to out of memory) of a process (pid -1: the device)
-    over the last SOON_FIT_S, where steady growth fills the free memory within SOON_S (with
-    the GPU computing; SOON_LOAD_S without)."""
-    recent = last(window, SOON_FIT_S)
+    over `recent`, the last SOON_FIT_S, where steady growth fills the free memory within SOON_S
+    (with the GPU computing; SOON_LOAD_S without)."""
     if free is None or len(recent) < SOON_MIN_POINTS:
         return None
-    ts = times(recent)
-    if pid < 0:
-        pts = series(recent, index, "mem_used")
-        ts, vs = [t for t, _ in pts], [v for _, v in pts]
-    else:
-        mems = column(recent, _memory_at, index, pid)
-        ts, vs = [t for t, m in zip(ts, mems) if m is not None], [m for m in mems if m is not None]
+    ts, vs = field_readings(recent, index, "mem_used") if pid < 0 else \
+        readings(recent, _memory_at, index, pid)
     if len(ts) < SOON_MIN_POINTS or ts[-1] - ts[0] < MIN_COVER * SOON_FIT_S:
         return None
     if max(vs) - min(vs) < SOON_MIN_GROWTH:
@@ -228,30 +220,40 @@ def _soon(window: Sequence[Snapshot], index: int, pid: int,
     if r2 < MIN_R2 or grown < SOON_MIN_GROWTH or vs[-1] < max(vs):
         return None
     eta = max(free, 0.0) / slope
-    busy = mean(busy_values(recent, index)[1])
+    busy = busy_mean(recent, index)[1]
     limit = SOON_S if busy is not None and busy >= COMPUTING else SOON_LOAD_S
     return (slope, r2, grown, eta) if eta <= limit else None
 
 
-def _whose(window: Sequence[Snapshot], index: int) -> dict[int, ProcessSample | None]:
-    """pid -> process on the device now; {-1: None} where no process reports its memory."""
-    procs = {p.pid: p for p in window[-1].processes_on(index)}
+def _on_devices(now: Snapshot) -> dict[int, dict[int, ProcessSample]]:
+    """GPU -> pid -> its process at this tick (the last entry of a pid listed twice)."""
+    on: dict[int, dict[int, ProcessSample]] = {}
+    for p in now.processes:
+        on.setdefault(p.device_index, {})[p.pid] = p
+    return on
+
+
+def _whose(procs: dict[int, ProcessSample]) -> dict[int, ProcessSample | None]:
+    """pid -> process of those on a GPU; {-1: None} where none reports its memory."""
     if not any(number(p.gpu_mem) is not None for p in procs.values()):
         return {-1: None}
     return dict(procs)
 
 
 def check_oom_soon(window: Sequence[Snapshot]) -> list[Condition]:
-    if not window:
+    recent = last(window, SOON_FIT_S)
+    if len(recent) < SOON_MIN_POINTS:
         return []
+    now = recent[-1]
+    on = _on_devices(now)
     out = []
-    for index in devices(window):
-        d = device_at(window[-1], index)
-        if d is None:
+    for index in devices(recent):
+        d = device_at(now, index)
+        free = _free(d) if d is not None else None
+        if d is None or free is None:
             continue
-        free = _free(d)
-        for pid, p in _whose(window, index).items():
-            got = _soon(window, index, pid, free)
+        for pid, p in _whose(on.get(index, {})).items():
+            got = _soon(recent, index, pid, free)
             if got is None:
                 continue
             slope, r2, grown, eta = got
@@ -274,9 +276,12 @@ def check_oom_soon(window: Sequence[Snapshot]) -> list[Condition]:
 
 
 def check_pressure(window: Sequence[Snapshot]) -> list[Condition]:
+    if not window:
+        return []
     out = []
+    newest = window[-1]
     for index in devices(window):
-        d = device_at(window[-1], index)
+        d = device_at(newest, index)
         total = number(d.mem_total) if d is not None else None
         free = _free(d) if d is not None else None
         if d is None or not total or free is None:

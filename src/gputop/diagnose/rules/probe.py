@@ -17,14 +17,13 @@ from dataclasses import dataclass
 
 from gputop.diagnose.types import Condition, Diagnostic
 from gputop.diagnose.window import (
-    busy_values,
+    busy_mean,
     column,
     command,
     device_at,
     gib,
     growth,
     last,
-    mean,
     median,
     number,
 )
@@ -256,7 +255,7 @@ def check_headroom(window: Sequence[Snapshot]) -> list[Condition]:
         total = number(d.mem_total) if d is not None else None
         if probe is None or not total or probe.steps < MIN_STEPS or not probe.batch_sizes:
             continue
-        busy = mean(busy_values(last(window, 60.0), p.device_index)[1])
+        busy = busy_mean(last(window, 60.0), p.device_index)[1]
         if busy is not None and busy >= BUSY_SATURATED:
             continue
         payloads = _payloads(window, p.pid, p.device_index)

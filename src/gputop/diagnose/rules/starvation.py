@@ -35,12 +35,13 @@ from typing import NamedTuple
 from gputop.diagnose.rules.host_bound import IDLE_BUSY as HOST_BOUND_BUSY
 from gputop.diagnose.types import SEVERITIES, Condition, Diagnostic
 from gputop.diagnose.window import (
-    busy_values,
+    busy_mean,
     column,
     command,
     covers,
     device_at,
     devices,
+    field_mean,
     field_values,
     gib,
     last,
@@ -195,15 +196,15 @@ def _outside(window: Sequence[Snapshot]) -> dict[tuple[int, int], _Outside]:
     if not covers(recent, WINDOW_S):
         return {}
     out = {}
+    newest = window[-1]
     for index in devices(window):
-        d = device_at(window[-1], index)
+        d = device_at(newest, index)
         if d is None or d.mig_enabled is True:
             continue
-        metric, busy_now = busy_values(recent, index)
-        busy = mean(busy_now)
+        metric, busy = busy_mean(recent, index)
         if busy is None or busy >= LOW_BUSY or _throttled(recent, index):
             continue
-        latest = mean(busy_values(last(recent, RECENT_S), index)[1])
+        latest = busy_mean(last(recent, RECENT_S), index)[1]
         if latest is not None and latest >= RECOVERED_BUSY:
             continue  # caught up: the 20 s mean still holds the stall's tail
         if not _working(recent, index, metric):
@@ -223,10 +224,10 @@ def _working(recent: Sequence[Snapshot], index: int, metric: str) -> bool:
     last RECENT_S, by GPM where it is read, else by NVML util."""
     lately = last(recent, RECENT_S)
     if metric == "gr_active":
-        gr = mean(field_values(recent, index, "gr_active")) or 0.0
+        gr = field_mean(recent, index, "gr_active") or 0.0
         if gr >= WORKING_GPM and any(v > 0 for v in field_values(lately, index, "gr_active")):
             return True
-    return ((mean(field_values(recent, index, "util_gpu")) or 0.0) >= WORKING_UTIL
+    return ((field_mean(recent, index, "util_gpu") or 0.0) >= WORKING_UTIL
             and any(v > 0 for v in field_values(lately, index, "util_gpu")))
 
 
@@ -540,7 +541,7 @@ def _outside_severity(window: Sequence[Snapshot], index: int, kind: str, st: _St
 def _critical(window: Sequence[Snapshot], index: int) -> bool:
     if not covers(window, CRITICAL_WINDOW_S, 0.95):
         return False
-    busy = mean(busy_values(window, index)[1])
+    busy = busy_mean(window, index)[1]
     return busy is not None and busy < CRITICAL_BUSY
 
 

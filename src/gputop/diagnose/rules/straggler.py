@@ -15,11 +15,10 @@ from typing import NamedTuple
 
 from gputop.diagnose.types import Condition, Diagnostic
 from gputop.diagnose.window import (
-    busy_values,
+    busy_mean,
     device_at,
-    field_values,
+    field_mean,
     last,
-    mean,
     median,
     number,
     reason_share,
@@ -112,11 +111,11 @@ def check(window: Sequence[Snapshot]) -> list[Condition]:
 
 
 def _rank(window: Sequence[Snapshot], index: int) -> _Rank | None:
-    clock = mean(field_values(window, index, "clock_sm"))
-    busy = mean(busy_values(window, index)[1])
+    clock = field_mean(window, index, "clock_sm")
+    busy = busy_mean(window, index)[1]
     if clock is None or busy is None:
         return None
-    return _Rank(clock, busy, mean(field_values(window, index, "temp_gpu")))
+    return _Rank(clock, busy, field_mean(window, index, "temp_gpu"))
 
 
 def _straggler(window: Sequence[Snapshot], key: tuple[str, ...], index: int,
@@ -125,11 +124,11 @@ def _straggler(window: Sequence[Snapshot], key: tuple[str, ...], index: int,
     peers = [r for i, r in ranks.items() if i != index]
     p_clock = median([r.clock for r in peers]) or 0.0
     p_busy = median([r.busy for r in peers]) or 0.0
-    p_temp = median([r.temp for r in peers if r.temp is not None])
     slow_clock = me.clock <= (1.0 - CLOCK_GAP) * p_clock
     slow_busy = me.busy <= p_busy - BUSY_GAP
     if not (slow_clock or slow_busy):
         return None
+    p_temp = median([r.temp for r in peers if r.temp is not None])
     why, fix = _why(window, index, list(ranks), slow_clock, me.temp, p_temp)
     gpu = f"GPU{index}"
     n = len(peers)

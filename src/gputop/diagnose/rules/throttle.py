@@ -21,14 +21,14 @@ from gputop.diagnose.window import (
     covers,
     device_at,
     devices,
+    field_mean,
     field_values,
     last,
-    mean,
     median,
     number,
     reason_share,
 )
-from gputop.model import DeviceSample, Snapshot
+from gputop.model import DeviceSample, Missing, Snapshot
 
 WINDOW_S = 60.0  # R5 window
 ACTIVE = 20.0  # R5 gate: util >= 20 % or GPM gract >= 20 %
@@ -69,16 +69,58 @@ POWER_CAP_FIX = ("Restore the power limit (nvidia-smi -pl, as root) if the cap w
 
 def check_thermal(window: Sequence[Snapshot]) -> list[Condition]:
     recent = last(window, WINDOW_S)
+    if not recent:
+        return []
     now = last(recent, HOLD_S)
+    newest = recent[-1]
     out: list[Condition] = []
     for index in devices(recent):
-        d = device_at(recent[-1], index)
+        d = device_at(newest, index)
         if d is None:
             continue
         out += _moment(d)  # the engine keeps the worse of this and the window's, per id
-        if _active(recent, index):
+        if not _calm(recent, index, d, now) and _active(recent, index):
             out += _thermal(recent, index, d, now)
     return out
+
+
+# The clock-event reasons `_thermal` reads, by their bits and by their counters.
+SLOWING = ("hw_thermal", "hw_power_brake", "hw_slowdown", "sw_thermal")
+COUNTED = ("hw_thermal", "hw_power_brake", "sw_thermal")
+NO_COUNTS = (None,) * len(COUNTED)
+Slowing = tuple[tuple[str, ...], tuple[float | None, ...]]  # (bits set, counter readings)
+
+
+def _calm(window: Sequence[Snapshot], index: int, d: DeviceSample,
+          now: Sequence[Snapshot]) -> bool:
+    """Whether `_thermal` finds nothing, told from what decides it on most ticks of most GPUs:
+    the margin is far from the edge, no tick of the window has a slowdown bit or a change of a
+    slowdown counter, and the last HOLD_S stayed below the slowdown temperature."""
+    margin = _margin(d)
+    if margin is not None and margin <= MARGIN_NEAR:
+        return False
+    facts = column(window, _slowing_at, index)
+    if not facts or facts.count(facts[-1]) != len(facts) or (
+            facts[-1] is not None and facts[-1][0]):
+        return False
+    slowdown = number(d.temp_slowdown)
+    if slowdown is None:
+        return True
+    temps = field_values(now, index, "temp_gpu")
+    return not temps or max(temps) < slowdown
+
+
+def _slowing_at(s: Snapshot, index: int) -> Slowing | None:
+    """The slowdown bits set at a tick and the readings of their counters; None where there are
+    none of either (as at a tick where the GPU is lost: the rule reads nothing there)."""
+    d = device_at(s, index)
+    if d is None:
+        return None
+    bits = tuple(b for b in d.throttle if b in SLOWING) if isinstance(d.throttle, tuple) else ()
+    tt = d.throttle_time
+    counts = NO_COUNTS if isinstance(tt, Missing) else tuple(
+        number(tt[r]) if r in tt else None for r in COUNTED)
+    return None if not bits and counts == NO_COUNTS else (bits, counts)
 
 
 def _moment(d: DeviceSample) -> list[Condition]:
@@ -140,8 +182,8 @@ def _moment(d: DeviceSample) -> list[Condition]:
 
 
 def _active(window: Sequence[Snapshot], index: int) -> bool:
-    util = mean(field_values(window, index, "util_gpu"))
-    gr = mean(field_values(window, index, "gr_active"))
+    util = field_mean(window, index, "util_gpu")
+    gr = field_mean(window, index, "gr_active")
     return any(v is not None and v >= ACTIVE for v in (util, gr))
 
 
@@ -297,20 +339,23 @@ def check_power(window: Sequence[Snapshot]) -> list[Condition]:
     if not covers(window, POWER_MIN_S, 1.0):
         return []
     out = []
+    newest = window[-1]
     for index in devices(window):
-        d = device_at(window[-1], index)
+        d = device_at(newest, index)
         if d is None or not _active(window, index):
             continue
         share = reason_share(window, index, "sw_power_cap")
         clock_max = number(d.clock_sm_max)
+        if share is None or share <= CAP_SHARE or not clock_max:
+            continue
         clock = _capped_clock(window, index)
-        if share is None or share <= CAP_SHARE or clock is None or not clock_max:
+        if clock is None:
             continue
         ratio = clock / clock_max
         if ratio >= CAP_CLOCK:
             continue
         limit, default = number(d.power_limit), number(d.power_default_limit)
-        draw = mean(field_values(window, index, "power_draw"))
+        draw = field_mean(window, index, "power_draw")
         evidence = {k: v for k, v in (("cap_share", share), ("clock_mhz", clock),
                                       ("clock_max_mhz", clock_max), ("power_limit_w", limit),
                                       ("power_default_limit_w", default), ("power_w", draw))

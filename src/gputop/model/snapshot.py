@@ -753,10 +753,9 @@ def from_dict_over(old: T, d: Mapping[str, Any]) -> T:
     """`old` with the fields that the keys of `d` name decoded anew from them: what `from_dict`
     makes of a JSON shape that differs from old's only in the values of those keys (none added
     or dropped, "unavailable" the same and naming none of them)."""
-    cls = type(old)
     kwargs: dict[str, Any] = {}
-    _decode(_plan(cls), d, kwargs)
-    return _copier(cls)(old, kwargs)
+    _decode(_plan(type(old)), d, kwargs)
+    return replace(old, **kwargs)
 
 
 def _decode(plan: dict[str, tuple[int, Any]], d: Mapping[str, Any],
@@ -791,34 +790,6 @@ def _decode(plan: dict[str, tuple[int, Any]], d: Mapping[str, Any],
         for name, m in unavailable.items():
             if name in plan:
                 kwargs[name] = _missing(m)
-
-
-_COPIERS: dict[type, Callable[[Any, Mapping[str, Any]], Any]] = {}
-
-
-def _copier(cls: type[T]) -> Callable[[T, Mapping[str, Any]], T]:
-    """`lambda old, kw: dataclasses.replace(old, **kw)` for a frozen slotted dataclass, made as
-    `_builder` is: each slot set straight from `kw` or from old's."""
-    copy = _COPIERS.get(cls)
-    if copy is not None:
-        return copy
-    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-    slots: list[Any] = [getattr(cls, f.name, None) for f in fields]
-    if (hasattr(cls, "__post_init__") or any(not f.init for f in fields) or len(fields) < 2
-            or not all(isinstance(x, types.MemberDescriptorType) for x in slots)):
-        copy = _COPIERS[cls] = lambda old, kw: dataclasses.replace(old, **kw)
-        return copy
-    env: dict[str, Any] = {"_new": object.__new__, "_cls": cls,
-                           "_get": operator.attrgetter(*(f.name for f in fields))}
-    lines = []
-    for i, (f, slot) in enumerate(zip(fields, slots)):
-        env[f"_s{i}"] = slot.__set__
-        lines.append(f"    _s{i}(o, kw[{f.name!r}] if {f.name!r} in kw else v[{i}])")
-    src = "def copy(old, kw):\n    v = _get(old)\n    o = _new(_cls)\n" + "\n".join(lines) + \
-        "\n    return o\n"
-    exec(src, env)  # as _builder
-    copy = _COPIERS[cls] = env["copy"]
-    return copy  # type: ignore[no-any-return]  # made by exec: its type is what the source says
 
 
 _REPLACERS: dict[type, Callable[[Any, dict[str, Any]], Any]] = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import gzip
 import json
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from gputop.errors import RecordingError
-from gputop.model import Missing
+from gputop.model import Missing, XidEvent
 from gputop.recording import (
     FOOTER_SIZE,
     RecordingReader,
@@ -64,6 +65,19 @@ def test_a_process_that_comes_and_goes_is_recorded(tmp_path: Path) -> None:
     snaps = [node(2), node(2, processes=False, time=1_800_000_001.0), node(2, time=1_800_000_002.0)]
     write(tmp_path / "r", snaps)
     assert [len(s.processes) for s in read_recording(tmp_path / "r").snapshots] == [2, 0, 2]
+
+
+def test_fields_back_to_their_record_default_read_back(tmp_path: Path) -> None:
+    # Left out of the record while at their default (no Xids): a patch takes them out again.
+    snaps = []
+    for t, xids in enumerate(((), (XidEvent(xid=79, time=1_800_000_001.0),), (), ())):
+        s = node(1, time=1_800_000_000.0 + t)
+        snaps.append(dataclasses.replace(s, devices=tuple(
+            dataclasses.replace(d, xids=xids, xid_count=len(xids)) for d in s.devices)))
+    write(tmp_path / "r", snaps)
+    result = read_recording(tmp_path / "r")
+    assert result.warning is None
+    assert result.snapshots == snaps
 
 
 WRITER = """

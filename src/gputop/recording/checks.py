@@ -255,7 +255,9 @@ class _Shape:
                 return f"no {name}"
         numbers, fields = self.numbers, self.fields
         for name in (v.keys() if only is None else only):
-            x = v.get(name)
+            if name not in v:
+                continue  # a patch took it out: it is back to its default (required: above)
+            x = v[name]
             if name in numbers and (type(x) is float or type(x) is int):
                 continue  # most of a tick, checked without a call
             field = fields.get(name)

@@ -285,23 +285,17 @@ def readings(window: Sequence[Snapshot], fn: Callable[..., Any],
 
 def series(window: Sequence[Snapshot], index: int, name: str) -> list[Point]:
     """(time, value) of one device field, skipping ticks where it is missing."""
-    if isinstance(window, Window):
-        return window._present((_point, index, name))
     return present(window, _point, index, name)
 
 
 def field_values(window: Sequence[Snapshot], index: int, name: str) -> list[float]:
     """`values(series(...))`, without building the points."""
-    if isinstance(window, Window):
-        return window._present((_value, index, name))
     return present(window, _value, index, name)
 
 
 def field_readings(window: Sequence[Snapshot], index: int,
                    name: str) -> tuple[list[float], list[float]]:
     """`series(...)` as its times and its values."""
-    if isinstance(window, Window):
-        return window._readings((_value, index, name))
     return readings(window, _value, index, name)
 
 

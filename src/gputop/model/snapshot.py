@@ -713,9 +713,8 @@ def _builder(cls: type[T]) -> Callable[[Mapping[str, Any]], T]:
     if build is not None:
         return build
     fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-    slots: list[Any] = [getattr(cls, f.name, None) for f in fields]
-    if (hasattr(cls, "__post_init__") or any(not f.init for f in fields)
-            or not all(isinstance(x, types.MemberDescriptorType) for x in slots)):
+    slots = _slots(cls, fields)
+    if slots is None:
         build = _BUILDERS[cls] = lambda kw: cls(**kw)
         return build
     env: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
@@ -736,6 +735,17 @@ def _builder(cls: type[T]) -> Callable[[Mapping[str, Any]], T]:
     exec(src, env)  # as dataclasses writes __init__
     build = _BUILDERS[cls] = env["build"]
     return build  # type: ignore[no-any-return]  # made by exec: its type is what the source says
+
+
+def _slots(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> list[Any] | None:
+    """The slot of each field, where a frozen object of `cls` may be built slot by slot as its
+    __init__ would build it; None where it may not (a __post_init__, a field outside __init__,
+    a class without slots)."""
+    slots = [getattr(cls, f.name, None) for f in fields]
+    if (hasattr(cls, "__post_init__") or any(not f.init for f in fields)
+            or not all(isinstance(x, types.MemberDescriptorType) for x in slots)):
+        return None
+    return slots
 
 
 def from_dict(cls: type[T], d: Mapping[str, Any], decoded: Mapping[str, Any] | None = None) -> T:
@@ -809,9 +819,8 @@ def replace(obj: T, **changes: Any) -> T:
 
 def _replacer(cls: type) -> Callable[[Any, dict[str, Any]], Any]:
     fields = dataclasses.fields(cls)
-    slots: list[Any] = [getattr(cls, f.name, None) for f in fields]
-    if (hasattr(cls, "__post_init__") or any(not f.init for f in fields)
-            or not all(isinstance(x, types.MemberDescriptorType) for x in slots)):
+    slots = _slots(cls, fields)
+    if slots is None:
         return lambda obj, changes: dataclasses.replace(obj, **changes)
     env: dict[str, Any] = {"_new": object.__new__, "_cls": cls,
                            "_known": frozenset(f.name for f in fields)}

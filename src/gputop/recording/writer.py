@@ -83,9 +83,7 @@ def round_to_sensor(rec: dict[str, Any], fresh: set[int] | None = None) -> None:
         if fresh is not None and id(lk) not in fresh:
             continue
         for k in ("rx", "tx"):
-            if type(v := lk.get(k)) is float:
-                lk[k] = float(f"{v:.3g}")  # _significant(v), without the calls
-            elif _is_number(v):
+            if _is_number(v := lk.get(k)):
                 lk[k] = _significant(v)
 
 

@@ -405,13 +405,14 @@ class NvmlSource:
         self._stop_xids()
         for dev in self.devices:
             if dev.gpm_prev is not None:
-                try:
-                    self.nvml.nvmlGpmSampleFree(dev.gpm_prev)
-                except self.nvml.NVMLError:
-                    pass
+                self._quietly(self.nvml.nvmlGpmSampleFree, dev.gpm_prev)
                 dev.gpm_prev = None
+        self._quietly(self.nvml.nvmlShutdown)
+
+    def _quietly(self, fn: Callable[..., Any], *args: Any) -> None:
+        """An NVML call whose failure changes nothing (freeing, shutting down)."""
         try:
-            self.nvml.nvmlShutdown()
+            fn(*args)
         except self.nvml.NVMLError:
             pass
 
@@ -448,10 +449,7 @@ class NvmlSource:
 
     def _stop_xids(self) -> None:
         if self._xid_set is not None:
-            try:
-                self.nvml.nvmlEventSetFree(self._xid_set)
-            except self.nvml.NVMLError:
-                pass
+            self._quietly(self.nvml.nvmlEventSetFree, self._xid_set)
             self._xid_set = None
 
     def _received_xids(self) -> tuple[list[tuple[int, int]], str | None]:

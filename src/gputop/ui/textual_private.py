@@ -14,7 +14,20 @@ this cuts what a tick sends to the terminal by more than half (bench/ui_bench.py
 Textual's update class is private; `install` checks that it still has the shape this code was
 written against and otherwise leaves Textual as it is (tests/ui/test_output.py then fails).
 
-Below it, `quiet_linux_driver`: the terminal's input thread sleeps until there is input instead
+A partial repaint draws the widgets on the rows it repaints, and only those rows.
+
+Textual draws a partial repaint from every widget whose clip overlaps the rectangle around the
+dirty regions, and each of those whole: a widget's clip is mostly the screen, so a tick that
+changes the header and the GPU cards also draws every line of the process table, the footer
+and the screen behind them, for rows it does not send (`Compositor._get_renders`).
+`_renders_on_rows` draws only the widgets that show on the rectangle's rows, on those rows: the
+lines sent are the same, drawn from the same widgets in the same order.
+
+`repaint_now`: a widget that repaints a few cells every tick hands the repaint to the screen
+at once, instead of waking its own message loop to do it when idle (with 8 GPU cards, eight
+wake-ups a tick).
+
+Below them, `quiet_linux_driver`: the terminal's input thread sleeps until there is input instead
 of waking ten times a second (tests/ui/test_steady.py)."""
 
 from __future__ import annotations
@@ -23,6 +36,7 @@ import inspect
 import os
 import selectors
 from codecs import getincrementaldecoder
+from collections.abc import Iterator
 from typing import Any
 
 from rich.cells import cell_len
@@ -31,9 +45,10 @@ from rich.console import Console
 from textual.strip import Strip
 
 try:
-    from textual._compositor import ChopsUpdate
+    from textual._compositor import ChopsUpdate, Compositor
 except ImportError:  # pragma: no cover - a Textual without it keeps its own behaviour
-    ChopsUpdate = None  # type: ignore[assignment,misc]
+    ChopsUpdate = Compositor = None  # type: ignore[assignment,misc]
+from textual.geometry import Region
 
 _EXPECTED = ("chops", "spans", "chop_ends")
 
@@ -89,8 +104,43 @@ def render_segments(self: Any, console: Console) -> str:
     return "".join(sequences)
 
 
+def _renders_on_rows(self: Any, crop: Region | None = None) -> Iterator[
+        tuple[Region, Region, list[Strip]]]:
+    """`Compositor._get_renders`: (region, clip, lines) of each visible widget, front to back.
+    For a `crop`, only the widgets that show on its rows, each drawn on those rows only (the
+    clip given back is cut to them, as `_render_chops` places the lines by it)."""
+    if crop is None:
+        yield from _get_renders(self, crop)
+        return
+    top, bottom = crop.y, crop.bottom
+    for widget, (region, clip) in self.visible_widgets.items():
+        x, y, width, height = region.intersection(clip)
+        y1, y2 = max(y, top), min(y + height, bottom)
+        if width <= 0 or y2 <= y1:
+            continue
+        yield (region, Region(x, y1, width, y2 - y1),
+               widget.render_lines(Region(x - region.x, y1 - region.y, width, y2 - y1)))
+
+
+_get_renders = getattr(Compositor, "_get_renders", None)
+
+
+def _compositor_shape() -> bool:
+    """Whether Textual's compositor gets its renders as `_renders_on_rows` expects."""
+    if _get_renders is None or not hasattr(Compositor, "_render_chops"):
+        return False
+    try:
+        params = list(inspect.signature(_get_renders).parameters)
+        source = inspect.getsource(Compositor._render_chops)
+    except (OSError, TypeError, ValueError):  # no source to check (a frozen install)
+        return False
+    return params == ["self", "crop"] and "self._get_renders(crop)" in source \
+        and "intersection(region, clip)" in source
+
+
 def install() -> bool:
-    """Use `render_segments` for Textual's partial updates; True when it is in place."""
+    """Use `render_segments` for Textual's partial updates, and `_renders_on_rows` for what
+    they draw; True when the first is in place (the second is where Textual's shape allows)."""
     if ChopsUpdate is None:
         return False
     if ChopsUpdate.render_segments is render_segments:
@@ -99,7 +149,38 @@ def install() -> bool:
     if not all(name in params for name in _EXPECTED):
         return False
     ChopsUpdate.render_segments = render_segments  # type: ignore[method-assign]
+    if _compositor_shape():
+        Compositor._get_renders = _renders_on_rows  # type: ignore[method-assign]
     return True
+
+
+def _check_refresh_shape() -> bool:
+    try:
+        from textual.widget import Widget
+
+        source = inspect.getsource(Widget._check_refresh)
+        refresh = inspect.getsource(Widget.refresh)
+    except (ImportError, AttributeError, OSError, TypeError):  # pragma: no cover
+        return False
+    return "messages.Update(self)" in source and "self.check_idle()" in refresh
+
+
+_CHECK_REFRESH = _check_refresh_shape()
+
+
+def repaint_now(widget: Any, *regions: Region) -> None:
+    """`widget.refresh(*regions)`, its repaint posted to the screen now rather than on the
+    widget's next idle: what Textual does then (`Widget._check_refresh`), without the wake-up.
+    The widget's `check_idle` must do nothing while `widget._repainting_now` is true."""
+    if not _CHECK_REFRESH:
+        widget.refresh(*regions)
+        return
+    widget._repainting_now = True
+    try:
+        widget.refresh(*regions)
+    finally:
+        widget._repainting_now = False
+    widget._check_refresh()
 
 
 def installed() -> bool:

@@ -110,6 +110,7 @@ def _renders_on_rows(self: Any, crop: Region | None = None) -> Iterator[
     For a `crop`, only the widgets that show on its rows, each drawn on those rows only (the
     clip given back is cut to them, as `_render_chops` places the lines by it)."""
     if crop is None:
+        assert _get_renders is not None  # installed only where Textual has it
         yield from _get_renders(self, crop)
         return
     top, bottom = crop.y, crop.bottom
@@ -171,7 +172,8 @@ _CHECK_REFRESH = _check_refresh_shape()
 def repaint_now(widget: Any, *regions: Region) -> None:
     """`widget.refresh(*regions)`, its repaint posted to the screen now rather than on the
     widget's next idle: what Textual does then (`Widget._check_refresh`), without the wake-up.
-    The widget's `check_idle` must do nothing while `widget._repainting_now` is true."""
+    The widget is a `RepaintsNow`. Every widget that changes in a tick posting its repaint
+    while the tick is applied, the screen draws them together, once."""
     if not _CHECK_REFRESH:
         widget.refresh(*regions)
         return
@@ -181,6 +183,17 @@ def repaint_now(widget: Any, *regions: Region) -> None:
     finally:
         widget._repainting_now = False
     widget._check_refresh()
+
+
+class RepaintsNow:
+    """A widget mix-in for `repaint_now`: a refresh made through it does not also prompt the
+    widget's own idle."""
+
+    _repainting_now = False
+
+    def check_idle(self) -> None:
+        if not self._repainting_now:
+            super().check_idle()  # type: ignore[misc]
 
 
 def installed() -> bool:

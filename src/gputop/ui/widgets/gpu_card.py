@@ -192,7 +192,7 @@ def title(d: DeviceSample, width: int, found: list[Badge] | None = None) -> Cont
     return Content.assemble(head, " ", chips) if chips else head
 
 
-class GpuCard(Widget):
+class GpuCard(textual_private.RepaintsNow, Widget):
     """A GPU as a card, drawn line by line. A tick repaints only the cells that changed, never
     the whole card. Click selects it; a second click opens the detail view."""
 
@@ -327,14 +327,13 @@ class GpuCard(Widget):
         # A meter and its graph, each compared with the part it replaces (the line on screen
         # is made of `was`): cheaper than comparing the whole line. A meter drawn from parts is
         # compared by its parts.
-        spans: list[tuple[int, int]] | None = []
+        spans: list[tuple[int, int]] = []
         if was[1] is not now[1]:
-            spans = None
+            found = None
             if isinstance(was[0], tuple) and isinstance(now[0], tuple):
-                spans = changed_parts(was[0], now[0], METER_WIDTH + 1)
-            if spans is None:
-                spans = changed_spans(Strip(was[1], METER_WIDTH + 1),
-                                      Strip(now[1], METER_WIDTH + 1))
+                found = changed_parts(was[0], now[0], METER_WIDTH + 1)
+            spans = found if found is not None else changed_spans(
+                Strip(was[1], METER_WIDTH + 1), Strip(now[1], METER_WIDTH + 1))
         if was[2] != now[2]:
             first, last = _differ(was[2], now[2])
             start = METER_WIDTH + 1
@@ -491,12 +490,6 @@ class GpuCard(Widget):
             yield
         finally:
             self._border_regions = None
-
-    _repainting_now = False  # see textual_private.repaint_now
-
-    def check_idle(self) -> None:
-        if not self._repainting_now:
-            super().check_idle()
 
     def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False,
                 recompose: bool = False) -> Self:

@@ -110,6 +110,7 @@ def header_content(snap: Snapshot | None, now: float, width: int, *, interval: f
 
 
 class StatusHeader(TextLine):
+    repaints_now = True
     DEFAULT_CSS = """
     StatusHeader {
         background: $panel;

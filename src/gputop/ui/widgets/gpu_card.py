@@ -443,11 +443,14 @@ class GpuCard(textual_private.RepaintsNow, Widget):
         # empties the cache), not per line.
         if not self._style_cache:
             base = self.visual_style.rich_style
-            gap = base + self.get_component_rich_style("gpu-card--gap", partial=True)
-            self._style_cache = [
-                (base + self.get_component_rich_style(name, partial=True), gap)
-                for name in self.HISTORY_CLASSES
-            ]
+            try:
+                gap = base + self.get_component_rich_style("gpu-card--gap", partial=True)
+                self._style_cache = [
+                    (base + self.get_component_rich_style(name, partial=True), gap)
+                    for name in self.HISTORY_CLASSES
+                ]
+            except KeyError:  # no styles (a card being removed, drawn before the layout
+                return [(base, base)] * len(HISTORIES)  # that takes it off the screen)
         return self._style_cache
 
     def select(self, selected: bool) -> None:

@@ -104,26 +104,61 @@ def render_segments(self: Any, console: Console) -> str:
     return "".join(sequences)
 
 
+# The rows a partial update repaints, while Compositor.render_partial_update runs.
+_rows: frozenset[int] | None = None
+_SKIPPED = Strip([])  # a line `_render_chops` does not look at: not on a repainted row
+
+
+def _partial_update(self: Any) -> Any:
+    """`Compositor.render_partial_update`, noting the rows it repaints for `_renders_on_rows`
+    (Textual looks only at those: its `is_rendered_line`)."""
+    global _rows
+    assert _render_partial_update is not None  # installed only where Textual has it
+    _rows = frozenset(y for region in self._dirty_regions for y in region.line_range)
+    try:
+        return _render_partial_update(self)
+    finally:
+        _rows = None
+
+
 def _renders_on_rows(self: Any, crop: Region | None = None) -> Iterator[
         tuple[Region, Region, list[Strip]]]:
     """`Compositor._get_renders`: (region, clip, lines) of each visible widget, front to back.
     For a `crop`, only the widgets that show on its rows, each drawn on those rows only (the
-    clip given back is cut to them, as `_render_chops` places the lines by it)."""
+    clip given back is cut to them, as `_render_chops` places the lines by it); in a partial
+    update only on the rows it repaints, the others left blank."""
     if crop is None:
         assert _get_renders is not None  # installed only where Textual has it
         yield from _get_renders(self, crop)
         return
     top, bottom = crop.y, crop.bottom
+    rows = _rows
     for widget, (region, clip) in self.visible_widgets.items():
         x, y, width, height = region.intersection(clip)
         y1, y2 = max(y, top), min(y + height, bottom)
         if width <= 0 or y2 <= y1:
             continue
-        yield (region, Region(x, y1, width, y2 - y1),
-               widget.render_lines(Region(x - region.x, y1 - region.y, width, y2 - y1)))
+        if rows is None:
+            yield (region, Region(x, y1, width, y2 - y1),
+                   widget.render_lines(Region(x - region.x, y1 - region.y, width, y2 - y1)))
+            continue
+        shown = [row for row in range(y1, y2) if row in rows]
+        if not shown:
+            continue
+        first, end = shown[0], shown[-1] + 1
+        lines = [_SKIPPED] * (end - first)
+        start = first
+        for i, row in enumerate(shown):  # each run of consecutive rows in one call
+            if i + 1 == len(shown) or shown[i + 1] != row + 1:
+                lines[start - first: row + 1 - first] = widget.render_lines(
+                    Region(x - region.x, start - region.y, width, row + 1 - start))
+                if i + 1 < len(shown):
+                    start = shown[i + 1]
+        yield region, Region(x, first, width, end - first), lines
 
 
 _get_renders = getattr(Compositor, "_get_renders", None)
+_render_partial_update = getattr(Compositor, "render_partial_update", None)
 
 
 def _compositor_shape() -> bool:
@@ -135,8 +170,16 @@ def _compositor_shape() -> bool:
         source = inspect.getsource(Compositor._render_chops)
     except (OSError, TypeError, ValueError):  # no source to check (a frozen install)
         return False
-    return params == ["self", "crop"] and "self._get_renders(crop)" in source \
-        and "intersection(region, clip)" in source
+    if params != ["self", "crop"] or "self._get_renders(crop)" not in source \
+            or "intersection(region, clip)" not in source \
+            or "if not is_rendered_line(y):" not in source:
+        return False
+    try:
+        partial = inspect.getsource(Compositor.render_partial_update)
+    except (AttributeError, OSError, TypeError):
+        return False
+    return "self._dirty_regions.copy()" in partial and \
+        "self._render_chops(crop, is_rendered_line)" in partial
 
 
 def install() -> bool:
@@ -152,6 +195,7 @@ def install() -> bool:
     ChopsUpdate.render_segments = render_segments  # type: ignore[method-assign]
     if _compositor_shape():
         Compositor._get_renders = _renders_on_rows  # type: ignore[method-assign]
+        Compositor.render_partial_update = _partial_update  # type: ignore[method-assign]
     return True
 
 

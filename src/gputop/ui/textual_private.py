@@ -106,7 +106,6 @@ def render_segments(self: Any, console: Console) -> str:
 
 # The rows a partial update repaints, while Compositor.render_partial_update runs.
 _rows: frozenset[int] | None = None
-_SKIPPED = Strip([])  # a line `_render_chops` does not look at: not on a repainted row
 
 
 def _partial_update(self: Any) -> Any:
@@ -126,7 +125,7 @@ def _renders_on_rows(self: Any, crop: Region | None = None) -> Iterator[
     """`Compositor._get_renders`: (region, clip, lines) of each visible widget, front to back.
     For a `crop`, only the widgets that show on its rows, each drawn on those rows only (the
     clip given back is cut to them, as `_render_chops` places the lines by it); in a partial
-    update only on the rows it repaints, the others left blank."""
+    update, from the first to the last row it repaints of each widget."""
     if crop is None:
         assert _get_renders is not None  # installed only where Textual has it
         yield from _get_renders(self, crop)
@@ -138,23 +137,13 @@ def _renders_on_rows(self: Any, crop: Region | None = None) -> Iterator[
         y1, y2 = max(y, top), min(y + height, bottom)
         if width <= 0 or y2 <= y1:
             continue
-        if rows is None:
-            yield (region, Region(x, y1, width, y2 - y1),
-                   widget.render_lines(Region(x - region.x, y1 - region.y, width, y2 - y1)))
-            continue
-        shown = [row for row in range(y1, y2) if row in rows]
-        if not shown:
-            continue
-        first, end = shown[0], shown[-1] + 1
-        lines = [_SKIPPED] * (end - first)
-        start = first
-        for i, row in enumerate(shown):  # each run of consecutive rows in one call
-            if i + 1 == len(shown) or shown[i + 1] != row + 1:
-                lines[start - first: row + 1 - first] = widget.render_lines(
-                    Region(x - region.x, start - region.y, width, row + 1 - start))
-                if i + 1 < len(shown):
-                    start = shown[i + 1]
-        yield region, Region(x, first, width, end - first), lines
+        if rows is not None:
+            shown = [row for row in range(y1, y2) if row in rows]
+            if not shown:
+                continue
+            y1, y2 = shown[0], shown[-1] + 1  # one call: each costs Textual some set-up
+        yield (region, Region(x, y1, width, y2 - y1),
+               widget.render_lines(Region(x - region.x, y1 - region.y, width, y2 - y1)))
 
 
 _get_renders = getattr(Compositor, "_get_renders", None)
@@ -201,22 +190,26 @@ def install() -> bool:
 
 def _check_refresh_shape() -> bool:
     try:
+        from textual.screen import Screen
         from textual.widget import Widget
 
-        source = inspect.getsource(Widget._check_refresh)
+        check = inspect.getsource(Widget._check_refresh)
         refresh = inspect.getsource(Widget.refresh)
+        update = inspect.getsource(Screen._on_update)
     except (ImportError, AttributeError, OSError, TypeError):  # pragma: no cover
         return False
-    return "messages.Update(self)" in source and "self.check_idle()" in refresh
+    return ("if self._repaint_required:" in check and "messages.Update(self)" in check
+            and "self.check_idle()" in refresh and "self._dirty_widgets.add(widget)" in update)
 
 
 _CHECK_REFRESH = _check_refresh_shape()
 
 
 def repaint_now(widget: Any, *regions: Region) -> None:
-    """`widget.refresh(*regions)`, its repaint posted to the screen now rather than on the
-    widget's next idle: what Textual does then (`Widget._check_refresh`), without the wake-up.
-    The widget is a `RepaintsNow`. Every widget that changes in a tick posting its repaint
+    """`widget.refresh(*regions)`, its repaint handed to the screen now rather than on the
+    widget's next idle: what Textual does then (`Widget._check_refresh`, which posts an Update
+    that the screen takes as `Screen._on_update`), without the wake-up and the message. The
+    widget is a `RepaintsNow`. Every widget that changes in a tick handing its repaint over
     while the tick is applied, the screen draws them together, once."""
     if not _CHECK_REFRESH:
         widget.refresh(*regions)
@@ -226,7 +219,17 @@ def repaint_now(widget: Any, *regions: Region) -> None:
         widget.refresh(*regions)
     finally:
         widget._repainting_now = False
-    widget._check_refresh()
+    if (widget._refresh_styles_required or widget._scroll_required or widget._layout_required
+            or not widget.is_mounted or widget._parent is None or widget._closing):
+        widget._check_refresh()  # more than a repaint: as Textual does it
+        return
+    if widget._repaint_required:
+        widget._repaint_required = False
+        if widget.display:
+            screen = widget.screen
+            if screen in screen._compositor:
+                screen._dirty_widgets.add(widget)
+                screen.check_idle()
 
 
 class RepaintsNow:

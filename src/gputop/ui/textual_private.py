@@ -33,6 +33,7 @@ of waking ten times a second (tests/ui/test_steady.py)."""
 from __future__ import annotations
 
 import inspect
+import linecache
 import os
 import selectors
 from codecs import getincrementaldecoder
@@ -51,6 +52,24 @@ except ImportError:  # pragma: no cover - a Textual without it keeps its own beh
 from textual.geometry import Region
 
 _EXPECTED = ("chops", "spans", "chop_ends")
+
+
+def _source(obj: Any) -> str:
+    """`inspect.getsource(obj)` ("" where there is none: a frozen install), without keeping
+    its module's lines in `linecache` after: Textual's modules are large, and they would stay
+    in memory as long as the dashboard runs."""
+    try:
+        filename = inspect.getsourcefile(obj)
+    except TypeError:
+        filename = None
+    cached = filename is None or filename in linecache.cache
+    try:
+        return inspect.getsource(obj)
+    except (OSError, TypeError):
+        return ""
+    finally:
+        if not cached and filename is not None:
+            linecache.cache.pop(filename, None)
 
 
 def _move_to(x: int, y: int) -> str:
@@ -156,17 +175,14 @@ def _compositor_shape() -> bool:
         return False
     try:
         params = list(inspect.signature(_get_renders).parameters)
-        source = inspect.getsource(Compositor._render_chops)
-    except (OSError, TypeError, ValueError):  # no source to check (a frozen install)
+    except (TypeError, ValueError):
         return False
+    source = _source(Compositor._render_chops)
     if params != ["self", "crop"] or "self._get_renders(crop)" not in source \
             or "intersection(region, clip)" not in source \
             or "if not is_rendered_line(y):" not in source:
         return False
-    try:
-        partial = inspect.getsource(Compositor.render_partial_update)
-    except (AttributeError, OSError, TypeError):
-        return False
+    partial = _source(getattr(Compositor, "render_partial_update", None))
     return "self._dirty_regions.copy()" in partial and \
         "self._render_chops(crop, is_rendered_line)" in partial
 
@@ -193,10 +209,10 @@ def _check_refresh_shape() -> bool:
         from textual.screen import Screen
         from textual.widget import Widget
 
-        check = inspect.getsource(Widget._check_refresh)
-        refresh = inspect.getsource(Widget.refresh)
-        update = inspect.getsource(Screen._on_update)
-    except (ImportError, AttributeError, OSError, TypeError):  # pragma: no cover
+        check = _source(Widget._check_refresh)
+        refresh = _source(Widget.refresh)
+        update = _source(Screen._on_update)
+    except (ImportError, AttributeError):  # pragma: no cover
         return False
     return ("if self._repaint_required:" in check and "messages.Update(self)" in check
             and "self.check_idle()" in refresh and "self._dirty_widgets.add(widget)" in update)
@@ -280,10 +296,7 @@ def quiet_linux_driver(base: type) -> type | None:
     parser = XTermParser(False)
     if not hasattr(parser, "_timeout_time") or not callable(getattr(parser, "tick", None)):
         return None
-    try:
-        if "exit_event" not in inspect.getsource(LinuxDriver.disable_input):
-            return None
-    except (OSError, TypeError):  # no source to check (a frozen install)
+    if "exit_event" not in _source(LinuxDriver.disable_input):  # "": a frozen install
         return None
 
     class QuietLinuxDriver(base):  # type: ignore[misc]

@@ -19,8 +19,15 @@ not from the rules' thresholds:
 - starved, probe, 2 workers: num_workers=2 (§5.4): 33 ms steps waiting 47.6 %, util 48 %, both
   workers at 100-101 % CPU.
 - starved, no probe: the same num_workers=2 job without the probe.
+- starved, no probe (num_workers=0): a DataLoader with no workers whose samples torch's threads
+  augment in the training process (fixtures/nvidia/h100-train/host_bound, a real H100): NVML util
+  47 % (24-74), GPM 44 %, the main process at 1570 % CPU, 1.5 GiB.
 - host-bound: pageable host-to-device copies in the main loop: NVML util 18 %, GPM ~0, the main
   thread at 100 % of a core, no DataLoader, 0.75 GiB of GPU memory (the context plus a little).
+- copy-bound: pinned host memory copied to the GPU and back with one small product a step
+  (fixtures/nvidia/h100-train/copy_bound, a real H100): NVML util 100 %, GPM 0.1 %, PCIe
+  28.5 GB/s RX and 30.8 GB/s TX, the main thread at 100 % (it spins in the synchronize), 4.6 GiB,
+  133 W. The same recording's pageable copies read util 20 %, GPM 2 %, 8.7 GB/s RX: host-bound.
 - fast leak: ~0.9 GiB/s from 3 GiB during training (3 -> 30 GiB in 30 s), in the process's first
   minute; the card is full at the second printed as OOM.
 - slow leak: 20 MiB/s from 40 GiB in a process an hour old.
@@ -92,6 +99,7 @@ class State:
     io: float = 0.2  # PSI io some avg10, %
     proc: bool = True  # a process holds a context
     born: float = T0 - 3600.0
+    pcie: tuple[float, float] | None = None  # RX, TX bytes/s; None: the synthetic node's
 
 
 @dataclass
@@ -145,12 +153,28 @@ def starved_nw2(probe: bool) -> Callable[[float, random.Random], State]:
     return at
 
 
+def starved_main(t: float, rng: random.Random) -> State:
+    if t < START or t >= 150:
+        return healthy(t, rng)
+    u = min(100.0, max(0.0, rng.gauss(47.0, 9.0)))
+    return State(util=u, gr=max(0.0, rng.gauss(44.0, 1.5)), clock=1980, bits=(), power=450.0,
+                 proc_mem=1.5 * GIB, main_cpu=rng.gauss(1565.0, 20.0), workers=0, probe=None)
+
+
 def host_bound(t: float, rng: random.Random) -> State:
     if t < START or t >= 90:
         return healthy(t, rng)
     return State(util=max(0.0, rng.gauss(18.0, 3.0)), gr=max(0.0, rng.gauss(0.5, 0.5)),
                  clock=1980, bits=(), power=150.0, proc_mem=0.75 * GIB, main_cpu=100.0,
                  workers=0, probe=None)
+
+
+def copy_bound(t: float, rng: random.Random) -> State:
+    if t < START or t >= 150:
+        return healthy(t, rng)
+    return State(util=100.0, gr=max(0.0, rng.gauss(0.1, 0.05)), clock=1980, bits=(), power=133.0,
+                 proc_mem=4.6 * GIB, main_cpu=100.0, workers=0, probe=None,
+                 pcie=(rng.gauss(28.5e9, 0.3e9), rng.gauss(30.8e9, 0.3e9)))
 
 
 LEAK_RATE = 0.9 * GIB
@@ -219,7 +243,9 @@ TRACES = [
     Trace("starved, probe (2 workers)", "loader.starvation", 200, starved_nw2(True), end=150),
     Trace("starved, no probe (2 workers)", "loader.starvation", 200, starved_nw2(False),
           end=150),
+    Trace("starved, no probe (num_workers=0)", "loader.starvation", 200, starved_main, end=150),
     Trace("host-bound step", "step.host_bound", 150, host_bound, end=90),
+    Trace("copy-bound (pinned, both ways)", "gpu.copy_bound", 200, copy_bound, end=150),
     Trace("fast leak", "mem.oom_soon", 84, fast_leak, start=0.0,
           note=lambda: f"card full at {leak_oom_s():.0f} s"),
     Trace("slow leak", "mem.growth", 400, slow_leak),
@@ -266,6 +292,8 @@ def _snap(t: float, st: State, counters: dict[str, float], steps: int) -> Snapsh
         temp_margin=87.0 - st.temp, mem_used=used,
         throttle_time=counters,
     )
+    if st.pcie is not None:
+        over.update(pcie_rx=st.pcie[0], pcie_tx=st.pcie[1])
     dev = h100(0, **over)
     procs: tuple[ProcessSample, ...] = ()
     if st.proc:
@@ -333,7 +361,7 @@ def main() -> None:
     ap.add_argument("--hz", type=float, nargs="+", default=[1.0, 2.0])
     ap.add_argument("--seeds", type=int, default=3)
     args = ap.parse_args()
-    print(f"{'class':31} {'Hz':>2} {'expected':18} {'visible s':>11} {'critical s':>10} "
+    print(f"{'class':33} {'Hz':>2} {'expected':18} {'visible s':>11} {'critical s':>10} "
           f"{'cleared s':>9}  false alarms")
     for trace in TRACES:
         for hz in args.hz:
@@ -342,7 +370,7 @@ def main() -> None:
             clr = [r.cleared for r in results]
             crit = [r.critical for r in results]
             false = sorted(set().union(*(r.false for r in results)))
-            print(f"{trace.name:31} {hz:2.0f} {trace.expect or '-':18} "
+            print(f"{trace.name:33} {hz:2.0f} {trace.expect or '-':18} "
                   f"{_span(vis) if trace.expect else '-':>11} "
                   f"{_span(crit) if trace.expect else '-':>10} "
                   f"{_span(clr) if trace.end is not None else '-':>9}  "

@@ -227,8 +227,93 @@ def leak_busy(seconds: float) -> None:
     memory("leak_busy end")
 
 
+def host_bound(seconds: float) -> None:
+    """Batches made in the training process itself (a DataLoader with num_workers=0) for a step
+    of ~20 ms on the GPU: the GPU waits while the main process decodes and augments."""
+    loader = torch.utils.data.DataLoader(SlowSamples(), batch_size=16, num_workers=0)
+    model = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3), nn.ReLU(), nn.Conv2d(64, 128, 3, 2, 1),
+                          nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                          nn.Linear(128, 1000)).cuda()
+    head = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    end = time.monotonic() + seconds
+    for steps, x in enumerate(loader, 1):
+        loss = model(x.cuda()).float().pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        y = head
+        for _ in range(15):  # the rest of the step: ~1.4 ms a product on an H100
+            y = (y @ head).clamp_(-1, 1)
+        if steps % 20 == 0:
+            say("host_bound", steps, "steps, loss", f"{loss.item():.3f}", f"{float(y[0, 0]):.2f}")
+        if time.monotonic() >= end:
+            break
+
+
+def copy_bound(seconds: float) -> None:
+    """Each step copies a 2 GiB batch from pinned host memory to the GPU and back and does one
+    small product with it: the copy engines are busy, the SMs nearly idle."""
+    host = torch.randn(512 << 20, dtype=torch.float32).pin_memory()  # 2 GiB
+    back = torch.empty_like(host).pin_memory()
+    w = torch.randn(1024, 1024, device="cuda")
+    end = time.monotonic() + seconds
+    steps = 0
+    while time.monotonic() < end:
+        x = host.to("cuda", non_blocking=True)
+        y = x[: 1 << 20].view(1024, 1024) @ w
+        back.copy_(x, non_blocking=True)
+        torch.cuda.synchronize()
+        steps += 1
+        if steps % 100 == 0:
+            say("copy_bound", steps, "steps", f"{float(y[0, 0]):.1f}")
+
+
+def copy_pageable(seconds: float) -> None:
+    """Each step moves a 1 GiB batch from ordinary (pageable) host memory to the GPU, with a
+    short step: the driver stages every copy through the CPU."""
+    host = torch.randn(256 << 20, dtype=torch.float32)  # 1 GiB, not pinned
+    w = torch.randn(4096, 4096, device="cuda")
+    end = time.monotonic() + seconds
+    steps = 0
+    while time.monotonic() < end:
+        x = host.to("cuda")
+        y = x[: 4096 * 4096].view(4096, 4096) @ w
+        torch.cuda.synchronize()
+        steps += 1
+        if steps % 20 == 0:
+            say("copy_pageable", steps, "steps", f"{float(y[0, 0]):.1f}")
+
+
+def healthy_eval(seconds: float) -> None:
+    """healthy's step with an evaluation pass and a checkpoint of the model and optimizer every
+    20 s: the GPU drops for seconds while the host saves. Nothing is wrong."""
+    model = mlp(8192, 8)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    batches = [torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16) for _ in range(4)]
+    end = time.monotonic() + seconds
+    pause = time.monotonic() + 20
+    steps = 0
+    while time.monotonic() < end:
+        for x in batches:
+            train(model, opt, x)
+        torch.cuda.synchronize()
+        steps += len(batches)
+        if time.monotonic() >= pause:
+            with torch.no_grad():
+                for x in batches * 4:
+                    model(x)
+            torch.cuda.synchronize()
+            say("healthy_eval: evaluated at", steps, "steps; saving")
+            torch.save({"model": model.state_dict(), "opt": opt.state_dict()}, "/tmp/ckpt.pt")
+            say("healthy_eval: saved")
+            pause = time.monotonic() + 20
+    memory("healthy_eval end")
+
+
 CASES = {"healthy": healthy, "starved": starved, "fragmented": fragmented,
-         "near_oom": near_oom, "leak": leak, "leak_busy": leak_busy}
+         "near_oom": near_oom, "leak": leak, "leak_busy": leak_busy, "host_bound": host_bound,
+         "copy_bound": copy_bound, "copy_pageable": copy_pageable, "healthy_eval": healthy_eval}
 
 
 def main(argv: list[str] | None = None) -> int:

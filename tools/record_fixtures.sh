@@ -5,7 +5,8 @@
 #
 #   tools/record_fixtures.sh OUTDIR [CASE...]   (from the repository root; PYTHON=python3)
 #
-# CASEs: idle healthy starved fragmented near_oom leak leak_busy (default: all but leak_busy).
+# CASEs: idle healthy starved fragmented near_oom leak leak_busy host_bound copy_bound
+# copy_pageable healthy_eval (default: the first six).
 set -u
 out=${1:?usage: tools/record_fixtures.sh OUTDIR [CASE...]}
 shift
@@ -70,7 +71,8 @@ record() {
 }
 
 declare -A seconds=([idle]=15 [healthy]=40 [starved]=50 [fragmented]=40 [near_oom]=45 [leak]=30
-                    [leak_busy]=45)
+                    [leak_busy]=45 [host_bound]=50 [copy_bound]=80 [copy_pageable]=45
+                    [healthy_eval]=60)
 for case in "${cases[@]}"; do
   # The starved loop is timed through the runner, which patches DataLoader.__iter__.
   record "$case" "${seconds[$case]:?unknown case $case}" $([ "$case" = starved ] && echo probe)

@@ -57,6 +57,10 @@ SHOTS = (
     # the loop's first step.
     Shot("h200-starved-100x26", (100, 26), 42, ("e",), history=42,
          recording="fixtures/nvidia/h200-train/starved.jsonl.gz"),
+    # A real H100 whose copy engines are full while its SMs idle
+    # (fixtures/nvidia/h100-train/README.md), 36 s into the copies.
+    Shot("h100-copy-bound-100x26", (100, 26), 47, ("e",), history=47,
+         recording="fixtures/nvidia/h100-train/copy_bound.jsonl.gz"),
 )
 
 

@@ -13,7 +13,7 @@ COPYING = dict(util_gpu=95.0, gr_active=0.0, sm_active=0.0, pcie_rx=52_810 * (1 
                pcie_tx=2.0e8)
 
 
-def test_a_gpu_busy_only_copying_is_copy_bound_after_a_minute() -> None:
+def test_a_gpu_busy_only_copying_is_copy_bound_after_its_hold() -> None:
     engine = Engine([copy_bound.COPY_BOUND])
     opened = None
     for t in range(200):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gputop.diagnose.rules.copy_bound import UTIL_BUSY
 from gputop.diagnose.types import Condition, Diagnostic
 from gputop.diagnose.window import (
     busy_mean,
@@ -26,6 +27,7 @@ from gputop.diagnose.window import (
     covers,
     device_at,
     devices,
+    field_mean,
     field_values,
     last,
     mean,
@@ -54,6 +56,10 @@ LOADER_IDLE = 50.0  # workers below this are not what the loop waits on (R1 clas
 WAIT_NONE = 0.05  # the probe's share of step time waiting on the loader: below it, no wait
 MIN_AGE_S = 10.0  # a process's first seconds are its start-up
 COPIES = 10.0  # NVML util this many points above GPM graphics activity: the GPU is copying
+# NVML util this high lately with the engines idle: the copy engines are full and the main
+# thread spins in a synchronize (a real H100 copying pinned memory, 100 % util, main thread at
+# 100 %). That is gpu.copy_bound's; the GPU is not waiting on the host.
+COPIES_FULL = UTIL_BUSY
 
 FIX = ("Profile a few steps with torch.profiler: use pinned memory (pin_memory=True) and "
        ".to('cuda', non_blocking=True) for host-to-device copies, keep losses on the GPU instead "
@@ -74,8 +80,11 @@ def check(window: Sequence[Snapshot]) -> list[Condition]:
         metric, busy = busy_mean(recent, index)
         if busy is None or busy >= IDLE_BUSY:
             continue
-        latest = busy_mean(last(recent, RECENT_S), index)[1]
+        lately = last(recent, RECENT_S)
+        latest = busy_mean(lately, index)[1]
         if latest is not None and latest >= IDLE_BUSY:
+            continue
+        if metric == "gr_active" and (field_mean(lately, index, "util_gpu") or 0.0) >= COPIES_FULL:
             continue
         util = field_values(recent, index, "util_gpu")
         if not util or (mean(util) or 0.0) < WORKING_UTIL or \

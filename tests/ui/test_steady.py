@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
+import itertools
 import os
 import selectors
 import signal
@@ -20,11 +21,13 @@ from typing import Any
 import pytest
 from textual.geometry import Region
 from textual.widget import Widget
+from textual.widgets import Footer
 
 from gputop.model import Missing
 from gputop.model.memory_split import memory_split
 from gputop.testing.synthetic import GIB, h100
-from gputop.ui.render import content_strip, parts_strip
+from gputop.ui.app import STEADY_GC_THRESHOLD
+from gputop.ui.render import changed_parts, changed_spans, content_strip, parts_strip
 from gputop.ui.widgets import gpu_card
 from gputop.ui.widgets.gpu_card import HISTORIES, GpuCard
 from tests.helpers.ui import T0, make_app, node, probed_node, sawtooth, series, show, troubled
@@ -137,19 +140,72 @@ async def test_meter_lines_drawn_from_their_parts_are_the_lines_of_their_content
                         list(content_strip(card, line, width)), (d.index, line.plain, width)
 
 
-async def test_settling_sets_start_up_aside_from_the_collector_and_ticks_go_on() -> None:
+async def test_a_meter_change_found_from_its_parts_is_the_change_of_its_line() -> None:
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await show(app, pilot, series(2))
+        card = next(c for c in app.query(GpuCard) if c.index == 0)
+        devices = [h100(0), h100(0, util_gpu=3.0, mem_used=2 * GIB, power_draw=90.0),
+                   h100(1, util_gpu=100.0, mem_used=79 * GIB, power_draw=700.0),
+                   dataclasses.replace(h100(2), util_gpu=Missing("unsupported"),
+                                       sm_active=Missing("unsupported"),
+                                       power_draw=Missing("no_permission"),
+                                       mem_used=Missing("gpu_lost"))]
+        width = gpu_card.METER_WIDTH + 1
+        for make in (gpu_card.util_parts, gpu_card.memory_parts, gpu_card.power_parts):
+            for a, b in itertools.product(devices, devices):
+                old, new = make(a), make(b)
+                assert changed_parts(old, new, width) == changed_spans(
+                    parts_strip(card, old, width), parts_strip(card, new, width)), \
+                    (make.__name__, old, new)
+        # Cells that are not one character each are not compared from the parts.
+        assert changed_parts((("GPU 全", ""),), (("GPU ab", ""),), width) is None
+        assert changed_parts((("GPU " * 20, ""),), (("GPU", ""),), width) is None
+
+
+async def test_a_tick_draws_the_widgets_on_the_rows_it_repaints_and_no_others() -> None:
+    """The GPUs and the header change, the process list does not: the compositor does not
+    draw the process list, the footer or the screen below the GPUs again."""
+    app = make_app(table_interval=3600.0)  # the process list is drawn with the first tick only
+    async with app.run_test(size=(200, 50)) as pilot:
+        await show(app, pilot, series(3))
+        drawn: list[tuple[str, int, int]] = []
+        widgets = [app.dashboard, app.dashboard.table, app.dashboard.query_one(Footer),
+                   *app.query(GpuCard)]
+        for widget in widgets:
+            def render_lines(crop: Region, widget: Widget = widget,
+                             draw: Any = widget.render_lines) -> Any:
+                drawn.append((type(widget).__name__, crop.y, crop.bottom))
+                return draw(crop)
+
+            widget.render_lines = render_lines  # type: ignore[method-assign]
+        await show(app, pilot, [node(3)])
+        names = {name for name, _, _ in drawn}
+        assert "GpuCard" in names and "DashboardScreen" in names
+        assert "ProcessTable" not in names and "Footer" not in names
+        gpus_end = app.dashboard.gpus.region.bottom
+        assert all(bottom <= gpus_end for name, _, bottom in drawn if name == "DashboardScreen")
+        # A card is drawn from its first changed line to its last, not whole.
+        assert all(bottom - top < gpu_card.CARD_HEIGHT for name, top, bottom in drawn
+                   if name == "GpuCard")
+
+
+async def test_settling_sets_start_up_aside_collects_less_often_and_ticks_go_on() -> None:
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await show(app, pilot, series(3))
         gc.unfreeze()
+        threshold = gc.get_threshold()
         try:
             app.settle()
             assert gc.get_freeze_count() > 0
+            assert gc.get_threshold()[0] >= STEADY_GC_THRESHOLD > threshold[0]
             await show(app, pilot, [node(3, util=lambda g, t: 12.0)])
             card = next(c for c in app.query(GpuCard) if c.index == 0)
             assert " 12%" in "".join(seg.text for seg in card.render_line(0))
         finally:
             gc.unfreeze()
+            gc.set_threshold(*threshold)
 
 
 async def test_the_input_thread_sleeps_until_a_key_yet_reads_keys_escape_and_stops(

@@ -95,6 +95,13 @@ def content_strip(widget: Widget, content: Content, width: int,
 def parts_strip(widget: Widget, parts: Sequence[tuple[str, str]], width: int) -> Strip:
     """`content_strip` of `Content.assemble(*parts)`, the same segments, without building the
     Content: for the card lines that are drawn again every tick."""
+    return Strip(parts_segments(widget, parts, width), width)
+
+
+def parts_segments(widget: Widget, parts: Sequence[tuple[str, str]],
+                   width: int) -> list[Segment]:
+    """The segments of `parts_strip`, exactly `width` cells: for a line put together from
+    several pieces, made into one Strip."""
     base_style = widget.visual_style
     base_rich = base_style.rich_style
     resolved = _resolver(widget, base_style)
@@ -111,8 +118,64 @@ def parts_strip(widget: Widget, parts: Sequence[tuple[str, str]], width: int) ->
     if length < width:
         merged.append(Segment(" " * (width - length), base_rich))
     elif length > width:
-        return Strip(merged).adjust_cell_length(width, base_rich)
-    return Strip(merged, width)
+        return list(Strip(merged).adjust_cell_length(width, base_rich))
+    return merged
+
+
+def _cells(parts: Sequence[tuple[str, str]],
+           width: int) -> tuple[str, list[int], list[str]] | None:
+    """A line of parts as `parts_strip` draws it `width` cells wide: its text, where each run
+    of one part ends, and each run's style ("" for the blanks that pad it). None where a cell
+    is not a character (one two cells wide) or the line is cut."""
+    texts: list[str] = []
+    ends: list[int] = []
+    run_styles: list[str] = []
+    pos = 0
+    for text, style in parts:
+        if text:
+            pos += len(text)
+            texts.append(text)
+            ends.append(pos)
+            run_styles.append(style)
+    line = "".join(texts)
+    if pos > width or cell_len(line) != pos:
+        return None
+    if pos < width:
+        line += " " * (width - pos)
+        ends.append(width)
+        run_styles.append("")
+    return line, ends, run_styles
+
+
+def changed_parts(old: Sequence[tuple[str, str]], new: Sequence[tuple[str, str]],
+                  width: int) -> list[tuple[int, int]] | None:
+    """`changed_spans` of the two lines `parts_strip` draws from `old` and `new`, found from
+    the parts without drawing them: where a style differs every cell counts, elsewhere the
+    characters that differ (two style texts that draw the same count as different). None
+    where the lines cannot be compared cell by cell."""
+    a, b = _cells(old, width), _cells(new, width)
+    if a is None or b is None:
+        return None
+    (a_text, a_ends, a_styles), (b_text, b_ends, b_styles) = a, b
+    dirty: list[tuple[int, int]] = []
+    i = j = pos = 0
+    while pos < width:
+        end = min(a_ends[i], b_ends[j])
+        if a_styles[i] != b_styles[j]:
+            add_run(dirty, pos, end)
+        elif a_text[pos:end] != b_text[pos:end]:
+            first, last = pos, end - 1
+            while a_text[first] == b_text[first]:
+                first += 1
+            while a_text[last] == b_text[last]:
+                last -= 1
+            add_run(dirty, first, last + 1)
+        pos = end
+        if pos == a_ends[i] and i + 1 < len(a_ends):
+            i += 1
+        if pos == b_ends[j] and j + 1 < len(b_ends):
+            j += 1
+    return dirty
 
 
 # Whether Textual's ANSIToTruecolor filter leaves a style as it is (it changes colours that are

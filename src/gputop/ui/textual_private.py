@@ -14,7 +14,20 @@ this cuts what a tick sends to the terminal by more than half (bench/ui_bench.py
 Textual's update class is private; `install` checks that it still has the shape this code was
 written against and otherwise leaves Textual as it is (tests/ui/test_output.py then fails).
 
-Below it, `quiet_linux_driver`: the terminal's input thread sleeps until there is input instead
+A partial repaint draws the widgets on the rows it repaints, and only those rows.
+
+Textual draws a partial repaint from every widget whose clip overlaps the rectangle around the
+dirty regions, and each of those whole: a widget's clip is mostly the screen, so a tick that
+changes the header and the GPU cards also draws every line of the process table, the footer
+and the screen behind them, for rows it does not send (`Compositor._get_renders`).
+`_renders_on_rows` draws only the widgets that show on the rectangle's rows, on those rows: the
+lines sent are the same, drawn from the same widgets in the same order.
+
+`repaint_now`: a widget that repaints a few cells every tick hands the repaint to the screen
+at once, instead of waking its own message loop to do it when idle (with 8 GPU cards, eight
+wake-ups a tick).
+
+Below them, `quiet_linux_driver`: the terminal's input thread sleeps until there is input instead
 of waking ten times a second (tests/ui/test_steady.py)."""
 
 from __future__ import annotations
@@ -23,6 +36,7 @@ import inspect
 import os
 import selectors
 from codecs import getincrementaldecoder
+from collections.abc import Iterator
 from typing import Any
 
 from rich.cells import cell_len
@@ -31,9 +45,10 @@ from rich.console import Console
 from textual.strip import Strip
 
 try:
-    from textual._compositor import ChopsUpdate
+    from textual._compositor import ChopsUpdate, Compositor
 except ImportError:  # pragma: no cover - a Textual without it keeps its own behaviour
-    ChopsUpdate = None  # type: ignore[assignment,misc]
+    ChopsUpdate = Compositor = None  # type: ignore[assignment,misc]
+from textual.geometry import Region
 
 _EXPECTED = ("chops", "spans", "chop_ends")
 
@@ -89,8 +104,76 @@ def render_segments(self: Any, console: Console) -> str:
     return "".join(sequences)
 
 
+# The rows a partial update repaints, while Compositor.render_partial_update runs.
+_rows: frozenset[int] | None = None
+
+
+def _partial_update(self: Any) -> Any:
+    """`Compositor.render_partial_update`, noting the rows it repaints for `_renders_on_rows`
+    (Textual looks only at those: its `is_rendered_line`)."""
+    global _rows
+    assert _render_partial_update is not None  # installed only where Textual has it
+    _rows = frozenset(y for region in self._dirty_regions for y in region.line_range)
+    try:
+        return _render_partial_update(self)
+    finally:
+        _rows = None
+
+
+def _renders_on_rows(self: Any, crop: Region | None = None) -> Iterator[
+        tuple[Region, Region, list[Strip]]]:
+    """`Compositor._get_renders`: (region, clip, lines) of each visible widget, front to back.
+    For a `crop`, only the widgets that show on its rows, each drawn on those rows only (the
+    clip given back is cut to them, as `_render_chops` places the lines by it); in a partial
+    update, from the first to the last row it repaints of each widget."""
+    if crop is None:
+        assert _get_renders is not None  # installed only where Textual has it
+        yield from _get_renders(self, crop)
+        return
+    top, bottom = crop.y, crop.bottom
+    rows = _rows
+    for widget, (region, clip) in self.visible_widgets.items():
+        x, y, width, height = region.intersection(clip)
+        y1, y2 = max(y, top), min(y + height, bottom)
+        if width <= 0 or y2 <= y1:
+            continue
+        if rows is not None:
+            shown = [row for row in range(y1, y2) if row in rows]
+            if not shown:
+                continue
+            y1, y2 = shown[0], shown[-1] + 1  # one call: each costs Textual some set-up
+        yield (region, Region(x, y1, width, y2 - y1),
+               widget.render_lines(Region(x - region.x, y1 - region.y, width, y2 - y1)))
+
+
+_get_renders = getattr(Compositor, "_get_renders", None)
+_render_partial_update = getattr(Compositor, "render_partial_update", None)
+
+
+def _compositor_shape() -> bool:
+    """Whether Textual's compositor gets its renders as `_renders_on_rows` expects."""
+    if _get_renders is None or not hasattr(Compositor, "_render_chops"):
+        return False
+    try:
+        params = list(inspect.signature(_get_renders).parameters)
+        source = inspect.getsource(Compositor._render_chops)
+    except (OSError, TypeError, ValueError):  # no source to check (a frozen install)
+        return False
+    if params != ["self", "crop"] or "self._get_renders(crop)" not in source \
+            or "intersection(region, clip)" not in source \
+            or "if not is_rendered_line(y):" not in source:
+        return False
+    try:
+        partial = inspect.getsource(Compositor.render_partial_update)
+    except (AttributeError, OSError, TypeError):
+        return False
+    return "self._dirty_regions.copy()" in partial and \
+        "self._render_chops(crop, is_rendered_line)" in partial
+
+
 def install() -> bool:
-    """Use `render_segments` for Textual's partial updates; True when it is in place."""
+    """Use `render_segments` for Textual's partial updates, and `_renders_on_rows` for what
+    they draw; True when the first is in place (the second is where Textual's shape allows)."""
     if ChopsUpdate is None:
         return False
     if ChopsUpdate.render_segments is render_segments:
@@ -99,7 +182,65 @@ def install() -> bool:
     if not all(name in params for name in _EXPECTED):
         return False
     ChopsUpdate.render_segments = render_segments  # type: ignore[method-assign]
+    if _compositor_shape():
+        Compositor._get_renders = _renders_on_rows  # type: ignore[method-assign]
+        Compositor.render_partial_update = _partial_update  # type: ignore[method-assign]
     return True
+
+
+def _check_refresh_shape() -> bool:
+    try:
+        from textual.screen import Screen
+        from textual.widget import Widget
+
+        check = inspect.getsource(Widget._check_refresh)
+        refresh = inspect.getsource(Widget.refresh)
+        update = inspect.getsource(Screen._on_update)
+    except (ImportError, AttributeError, OSError, TypeError):  # pragma: no cover
+        return False
+    return ("if self._repaint_required:" in check and "messages.Update(self)" in check
+            and "self.check_idle()" in refresh and "self._dirty_widgets.add(widget)" in update)
+
+
+_CHECK_REFRESH = _check_refresh_shape()
+
+
+def repaint_now(widget: Any, *regions: Region) -> None:
+    """`widget.refresh(*regions)`, its repaint handed to the screen now rather than on the
+    widget's next idle: what Textual does then (`Widget._check_refresh`, which posts an Update
+    that the screen takes as `Screen._on_update`), without the wake-up and the message. The
+    widget is a `RepaintsNow`. Every widget that changes in a tick handing its repaint over
+    while the tick is applied, the screen draws them together, once."""
+    if not _CHECK_REFRESH:
+        widget.refresh(*regions)
+        return
+    widget._repainting_now = True
+    try:
+        widget.refresh(*regions)
+    finally:
+        widget._repainting_now = False
+    if (widget._refresh_styles_required or widget._scroll_required or widget._layout_required
+            or not widget.is_mounted or widget._parent is None or widget._closing):
+        widget._check_refresh()  # more than a repaint: as Textual does it
+        return
+    if widget._repaint_required:
+        widget._repaint_required = False
+        if widget.display:
+            screen = widget.screen
+            if screen in screen._compositor:
+                screen._dirty_widgets.add(widget)
+                screen.check_idle()
+
+
+class RepaintsNow:
+    """A widget mix-in for `repaint_now`: a refresh made through it does not also prompt the
+    widget's own idle."""
+
+    _repainting_now = False
+
+    def check_idle(self) -> None:
+        if not self._repainting_now:
+            super().check_idle()  # type: ignore[misc]
 
 
 def installed() -> bool:

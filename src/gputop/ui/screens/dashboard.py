@@ -108,6 +108,7 @@ class DashboardScreen(Screen[None]):
                                   "Esc clears", id="filter")
         self.filter_input.cursor_blink = False  # a blinking cursor is a timer and a repaint
         self.proc_status = TextLine(id="proc-status")
+        self.proc_status.repaints_now = True  # it changes with the table, as a tick is shown
         self.table = ProcessTable(id="processes")
         self.too_small = Static(id="too-small")
         self.query_text = ""

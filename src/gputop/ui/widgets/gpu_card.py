@@ -35,13 +35,15 @@ from textual.widget import Widget
 
 from gputop.model import DeviceSample, Missing, value
 from gputop.model.memory_split import MemorySplit
-from gputop.ui import bars, memory
+from gputop.ui import bars, memory, textual_private
 from gputop.ui.render import (
     add_run,
     apply_filters,
     border_label_spans,
+    changed_parts,
     changed_spans,
     content_strip,
+    parts_segments,
     parts_strip,
 )
 from gputop.ui.text import safe_content
@@ -190,7 +192,7 @@ def title(d: DeviceSample, width: int, found: list[Badge] | None = None) -> Cont
     return Content.assemble(head, " ", chips) if chips else head
 
 
-class GpuCard(Widget):
+class GpuCard(textual_private.RepaintsNow, Widget):
     """A GPU as a card, drawn line by line. A tick repaints only the cells that changed, never
     the whole card. Click selects it; a second click opens the detail view."""
 
@@ -244,7 +246,7 @@ class GpuCard(Widget):
         self._legend: Content | None = None
         self._title: Content | None = None
         self._strips: dict[int, Strip] = {}  # rendered lines, dropped when they change
-        self._parts: dict[int, tuple[Line, Strip, str, Strip]] = {}  # see _make_strip
+        self._parts: dict[int, tuple[Line, list[Segment], str, list[Segment]]] = {}  # _make_strip
         self._style_cache: list[tuple[RichStyle, RichStyle]] = []
         self._frame: _Frame | None = None  # see render_lines
         self._title = self.border_title = Content(f"{index}")
@@ -302,8 +304,8 @@ class GpuCard(Widget):
         regions: list[Region] = []
         for y in changed:
             regions += self._changed_cells(y, width)
-        if regions:
-            self.refresh(*regions)  # one call a tick: each one costs Textual some bookkeeping
+        if regions:  # one call a tick: each one costs Textual some bookkeeping
+            textual_private.repaint_now(self, *regions)
 
     def _width(self) -> int:
         """The content's width. `Widget.size` finds the widget on its screen each time: this
@@ -323,11 +325,18 @@ class GpuCard(Widget):
                 or old.cell_length != width or len(was[2]) != len(now[2])):
             return [Region(x1, y, x2 - x1, 1) for x1, x2 in changed_spans(old, new)]
         # A meter and its graph, each compared with the part it replaces (the line on screen
-        # is made of `was`): cheaper than comparing the whole line.
-        spans = [] if was[1] is now[1] else changed_spans(was[1], now[1])
+        # is made of `was`): cheaper than comparing the whole line. A meter drawn from parts is
+        # compared by its parts.
+        spans: list[tuple[int, int]] = []
+        if was[1] is not now[1]:
+            found = None
+            if isinstance(was[0], tuple) and isinstance(now[0], tuple):
+                found = changed_parts(was[0], now[0], METER_WIDTH + 1)
+            spans = found if found is not None else changed_spans(
+                Strip(was[1], METER_WIDTH + 1), Strip(now[1], METER_WIDTH + 1))
         if was[2] != now[2]:
             first, last = _differ(was[2], now[2])
-            start = now[1].cell_length
+            start = METER_WIDTH + 1
             add_run(spans, start + first, start + last + 1)
         return [Region(x1, y, x2 - x1, 1) for x1, x2 in spans]
 
@@ -378,25 +387,29 @@ class GpuCard(Widget):
             return parts_strip(self, line, width)
         return content_strip(self, line, width)
 
+    def _line_segments(self, line: Line, width: int) -> list[Segment]:
+        if isinstance(line, tuple):
+            return parts_segments(self, line, width)
+        return list(content_strip(self, line, width))
+
     def _make_strip(self, y: int, width: int) -> Strip:
         if y >= len(self._lines):
             return Strip.blank(width, self.visual_style.rich_style)
         if y >= len(HISTORIES) or width <= METER_WIDTH + 2:
             return self._line_strip(self._lines[y], width)
         # A line is repainted when its meter or its graph changed, mostly not both: the part
-        # that did not change is reused.
+        # that did not change is reused. The two are kept as segments, made one Strip here.
         line, text = self._lines[y], self._graph(y, width)
         last = self._parts.get(y)
         if last is not None and _same_line(last[0], line):
             meter = last[1]
         else:
-            meter = self._line_strip(line, METER_WIDTH + 1)
+            meter = self._line_segments(line, METER_WIDTH + 1)
         if last is not None and last[2] == text:
             graph = last[3]
         else:
             bar, gap = self._history_styles()[y]
-            graph = Strip([Segment(run, gap if run[0] == GAP else bar)
-                           for run in gap_runs(text)], len(text))
+            graph = [Segment(run, gap if run[0] == GAP else bar) for run in gap_runs(text)]
         self._parts[y] = (line, meter, text, graph)
         return Strip([*meter, *graph], width)
 
@@ -430,11 +443,14 @@ class GpuCard(Widget):
         # empties the cache), not per line.
         if not self._style_cache:
             base = self.visual_style.rich_style
-            gap = base + self.get_component_rich_style("gpu-card--gap", partial=True)
-            self._style_cache = [
-                (base + self.get_component_rich_style(name, partial=True), gap)
-                for name in self.HISTORY_CLASSES
-            ]
+            try:
+                gap = base + self.get_component_rich_style("gpu-card--gap", partial=True)
+                self._style_cache = [
+                    (base + self.get_component_rich_style(name, partial=True), gap)
+                    for name in self.HISTORY_CLASSES
+                ]
+            except KeyError:  # no styles (a card being removed, drawn before the layout
+                return [(base, base)] * len(HISTORIES)  # that takes it off the screen)
         return self._style_cache
 
     def select(self, selected: bool) -> None:

@@ -20,6 +20,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from gputop.ui import textual_private
 from gputop.ui.render import changed_spans
 from gputop.ui.text import sanitize
 from gputop.ui.view.process_rows import COLUMN_KEYS, COLUMNS, Row
@@ -41,7 +42,7 @@ def fit(text: str, width: int, right: bool = False) -> str:
     return pad + text if right else text + pad
 
 
-class ProcessTable(ScrollView, can_focus=True):
+class ProcessTable(textual_private.RepaintsNow, ScrollView, can_focus=True):
     DEFAULT_CSS = """
     ProcessTable {
         height: 1fr;
@@ -134,7 +135,7 @@ class ProcessTable(ScrollView, can_focus=True):
                 if r.key != old_keys[i] or self._cells[i] != old_cells[i]:
                     regions += self._changed_cells(i)
             if regions:
-                self.refresh(*regions)
+                textual_private.repaint_now(self, *regions)
         self._scroll_to_cursor()
 
     def set_sort(self, column: str, reverse: bool) -> None:

@@ -10,6 +10,7 @@ changes only when a snapshot arrives, so the header costs no extra repaint."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 
 from textual.content import Content
 
@@ -54,6 +55,27 @@ def freshness(snap: Snapshot | None, now: float, interval: float, state: str,
     return Content.assemble(("● ", styles.OK), ("live", styles.LABEL))
 
 
+@lru_cache(maxsize=16)
+def _identity(suffix: str, host: str | None, driver: str | None, cuda: str | None,
+              rocm: str | None) -> tuple[Content, tuple[Content, ...]]:
+    """The part of the line that stays while the dashboard runs: its name, the host and the
+    driver's versions, made once (the line is made again every tick)."""
+    left = Content.assemble(("gputop", "bold $accent"), safe_content(suffix, styles.LABEL))
+    parts: list[Content] = []
+    if host:
+        parts.append(safe_content(host, "bold"))
+    versions = []
+    if driver:
+        versions.append(Content.assemble(("driver ", styles.LABEL), safe_content(driver)))
+    if cuda:
+        versions.append(Content.assemble(("CUDA ", styles.LABEL), safe_content(cuda)))
+    if rocm:
+        versions.append(Content.assemble(("ROCm ", styles.LABEL), safe_content(rocm)))
+    if versions:
+        parts.append(Content(" · ").stylize(styles.LABEL).join(versions))
+    return left, tuple(parts)
+
+
 def header_content(snap: Snapshot | None, now: float, width: int, *, interval: float,
                    state: str, started: float, suffix: str = "",
                    position: str | None = None) -> Content:
@@ -65,25 +87,13 @@ def header_content(snap: Snapshot | None, now: float, width: int, *, interval: f
         shown = now if snap is None else snap.time
         right = Content.assemble((fmt.clock_time(shown), ""), "  ",
                                  freshness(snap, now, interval, state, started))
-    left = Content.assemble(("gputop", "bold $accent"), safe_content(suffix, styles.LABEL))
     parts: list[Content] = []
     if snap is not None:
-        host = snap.system.hostname or snap.host.hostname
-        if host:
-            parts.append(safe_content(host, "bold"))
         sysinfo = snap.system
-        versions = []
-        driver = value(sysinfo.driver_version)
-        if driver:
-            versions.append(Content.assemble(("driver ", styles.LABEL), safe_content(driver)))
-        cuda = value(sysinfo.cuda_version)
-        rocm = value(sysinfo.rocm_version)
-        if cuda:
-            versions.append(Content.assemble(("CUDA ", styles.LABEL), safe_content(cuda)))
-        if rocm:
-            versions.append(Content.assemble(("ROCm ", styles.LABEL), safe_content(rocm)))
-        if versions:
-            parts.append(Content(" · ").stylize(styles.LABEL).join(versions))
+        left, named = _identity(suffix, sysinfo.hostname or snap.host.hostname,
+                                value(sysinfo.driver_version), value(sysinfo.cuda_version),
+                                value(sysinfo.rocm_version))
+        parts += named
         h = snap.host
         stats = []
         cpu = value(h.cpu_percent)
@@ -98,18 +108,19 @@ def header_content(snap: Snapshot | None, now: float, width: int, *, interval: f
             stats.append(Content.assemble(("load ", styles.LABEL), f"{load[0]:.1f}"))
         if stats:
             parts.append(Content(" ").join(stats))
+    else:
+        left = _identity(suffix, None, None, None, None)[0]
     # Drop the least important parts until the line fits; the freshness badge always stays.
-    while parts:
-        line = Content("  ").join([left, *parts])
-        if line.cell_length + 2 + right.cell_length <= width:
-            break
-        parts.pop()
     line = Content("  ").join([left, *parts])
+    while parts and line.cell_length + 2 + right.cell_length > width:
+        parts.pop()
+        line = Content("  ").join([left, *parts])
     gap = max(1, width - line.cell_length - right.cell_length)
     return (line + Content(" " * gap) + right).truncate(width)
 
 
 class StatusHeader(TextLine):
+    repaints_now = True
     DEFAULT_CSS = """
     StatusHeader {
         background: $panel;

@@ -12,6 +12,7 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
+from gputop.ui import textual_private
 from gputop.ui.render import changed_spans, content_strip
 
 
@@ -22,7 +23,7 @@ def same(a: Content | None, b: Content | None) -> bool:
     return a.plain == b.plain and list(a.spans) == list(b.spans)
 
 
-class TextLine(Widget):
+class TextLine(textual_private.RepaintsNow, Widget):
     """Fixed-size text that changes often. `set` is a no-op when nothing changed, and never
     asks for a layout pass: the CSS gives the widget its size."""
 
@@ -32,6 +33,8 @@ class TextLine(Widget):
         width: 1fr;
     }
     """
+
+    repaints_now = False  # a line that changes as a tick is shown (textual_private.repaint_now)
 
     def __init__(self, content: Content | None = None, *, id: str | None = None,
                  classes: str | None = None) -> None:
@@ -57,7 +60,11 @@ class TextLine(Widget):
         spans = changed_spans(self._strip, new)
         self._strip = new
         if spans:
-            self.refresh(*(Region(x1, 0, x2 - x1, 1) for x1, x2 in spans))
+            regions = [Region(x1, 0, x2 - x1, 1) for x1, x2 in spans]
+            if self.repaints_now:
+                textual_private.repaint_now(self, *regions)
+            else:
+                self.refresh(*regions)
         return True
 
     def make_strip(self, width: int) -> Strip:

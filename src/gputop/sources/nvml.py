@@ -219,8 +219,10 @@ def _plain(struct_t: Any) -> Any:
     fields = getattr(struct_t, "_fields_", None)
     if not isinstance(struct_t, type) or not issubclass(struct_t, ctypes.Structure) or not fields:
         return struct_t
-    plain = type(f"{struct_t.__name__}_plain", (ctypes.Structure,),
-                 {"_fields_": list(fields), "_pack_": getattr(struct_t, "_pack_", 0) or 0})
+    body: dict[str, Any] = {"_fields_": list(fields)}
+    if "_pack_" in vars(struct_t):
+        body["_pack_"] = struct_t._pack_
+    plain = type(f"{struct_t.__name__}_plain", (ctypes.Structure,), body)
     if ctypes.sizeof(plain) != ctypes.sizeof(struct_t) or any(
             getattr(plain, f[0]).offset != getattr(struct_t, f[0]).offset for f in fields):
         return struct_t

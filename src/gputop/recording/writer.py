@@ -228,9 +228,12 @@ class RecordingWriter:
                 self._summary_room = need if need <= self._max_bytes // 4 else FOOTER_SIZE
                 self._no_summary = None if need <= self._max_bytes // 4 else "size"
         except Exception:  # a summary is an extra: the recording goes on without it
-            self._summary = None
-            self._summary_room = FOOTER_SIZE
-            self._no_summary = "error"
+            self._drop_summary()
+
+    def _drop_summary(self) -> None:
+        self._summary = None
+        self._summary_room = FOOTER_SIZE
+        self._no_summary = "error"
 
     def _summary_member(self) -> bytes:
         z = _deflate()
@@ -323,7 +326,10 @@ class RecordingWriter:
             except OSError:
                 pass  # unbuffered: nothing is left to write
         if self._summary is not None:
-            self._summary.next_file()
+            try:
+                self._summary.next_file()  # may take ticks it was given and had left waiting
+            except Exception:
+                self._drop_summary()
         return None
 
     def _append_summary(self) -> None:

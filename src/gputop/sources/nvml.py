@@ -189,7 +189,7 @@ def _running_processes(nvml: Any, name: str, handle: Any, room: dict[str, int]) 
     asked into an array as large as the last answer needed (`room`, per call name), grown and
     asked again only when the driver says it is too small. Falls back to the binding's own
     wrapper where it lacks what the one call needs."""
-    struct = getattr(nvml, "c_nvmlProcessInfo_v3_t", None)
+    struct = _plain(getattr(nvml, "c_nvmlProcessInfo_v3_t", None))
     pointer = getattr(nvml, "_nvmlGetFunctionPointer", None)
     if struct is None or pointer is None:
         return list(getattr(nvml, name)(handle))
@@ -209,6 +209,24 @@ def _running_processes(nvml: Any, name: str, handle: Any, room: dict[str, int]) 
     return [_ProcessInfo(int(e.pid), None if e.usedGpuMemory == na else int(e.usedGpuMemory),
                          int(e.gpuInstanceId), int(e.computeInstanceId))
             for e in array[:count.value]]
+
+
+@functools.cache
+def _plain(struct_t: Any) -> Any:
+    """The binding's struct as a plain ctypes one, laid out alike: the binding's reads each
+    field through an attribute hook in Python (4 a process, every tick, on every GPU), a plain
+    struct through ctypes itself. The binding's own where it is not a ctypes struct."""
+    fields = getattr(struct_t, "_fields_", None)
+    if not isinstance(struct_t, type) or not issubclass(struct_t, ctypes.Structure) or not fields:
+        return struct_t
+    body: dict[str, Any] = {"_fields_": list(fields)}
+    if "_pack_" in vars(struct_t):
+        body["_pack_"] = struct_t._pack_
+    plain = type(f"{struct_t.__name__}_plain", (ctypes.Structure,), body)
+    if ctypes.sizeof(plain) != ctypes.sizeof(struct_t) or any(
+            getattr(plain, f[0]).offset != getattr(struct_t, f[0]).offset for f in fields):
+        return struct_t
+    return plain
 
 
 @dataclass(frozen=True)

@@ -361,26 +361,33 @@ def _least_busy_core(s: Snapshot) -> float | None:
 def _link_share(window: Sequence[Snapshot], index: int, at: set[float]) -> float:
     """Mean share of nominal NVLink bandwidth the device's up links carried at the given ticks."""
     total = count = 0.0
-    for t, (tick_total, tick_count) in zip(times(window), column(window, _link_shares, index),
-                                           strict=True):
+    for t, shares in zip(times(window), column(window, _link_shares), strict=True):
         if t in at:
+            tick_total, tick_count = shares.get(index, _NO_SHARE)
             total += tick_total
             count += tick_count
     return total / count if count else 0.0
 
 
-def _link_shares(s: Snapshot, index: int) -> tuple[float, int]:
-    """The sum and number of the shares of nominal bandwidth the device's up links carried at
-    this tick: read once a tick (a node has over a hundred links), not at every check."""
-    total, count = 0.0, 0
+_NO_SHARE = (0.0, 0)
+
+
+def _link_shares(s: Snapshot) -> dict[int, tuple[float, int]]:
+    """Of each device, the sum and number of the shares of nominal bandwidth its up links
+    carried at this tick: read once a tick, in one pass over its links (a node has over a
+    hundred), not at every check nor once per device."""
+    sums: dict[int, list[float]] = {}
     for lk in s.links:
-        if lk.device_index != index or lk.up is not True:
+        if lk.up is not True:
             continue
         speed, rx, tx = number(lk.speed), number(lk.rx), number(lk.tx)
         if speed and rx is not None and tx is not None:
-            total += (rx + tx) / (2 * speed)
-            count += 1
-    return total, count
+            got = sums.get(lk.device_index)
+            if got is None:
+                got = sums[lk.device_index] = [0.0, 0]
+            got[0] += (rx + tx) / (2 * speed)
+            got[1] += 1
+    return {index: (total, int(count)) for index, (total, count) in sums.items()}
 
 
 def _host_bound(seen: _Outside) -> bool:

@@ -5,26 +5,15 @@ on a healthy run that pauses to evaluate and save checkpoints."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from functools import partial
 
 import pytest
 
-from gputop.diagnose import default_engine
-from gputop.diagnose.types import Finding
 from gputop.model import Snapshot
-from gputop.recording.reader import read_recording
+from tests.helpers import real_cards
+from tests.helpers.real_cards import findings
 
-HERE = Path(__file__).resolve().parents[2] / "fixtures" / "nvidia" / "h100-train"
-
-
-def ticks(name: str) -> list[Snapshot]:
-    result = read_recording(HERE / f"{name}.jsonl.gz")
-    assert result.warning is None
-    return result.snapshots
-
-
-def findings(snaps: list[Snapshot]) -> list[Finding]:
-    return default_engine(plugins=False).run(snaps)
+ticks = partial(real_cards.ticks, "h100-train")
 
 
 def began(snaps: list[Snapshot], util: float) -> float:

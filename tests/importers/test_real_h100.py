@@ -3,29 +3,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from functools import partial
 
 import pytest
 
 from gputop.importers.formats import import_logs
 from gputop.importers.nvsmi_topo import parse_topo_matrix
-from gputop.model import DeviceSample
-from gputop.recording.reader import read_recording
+from tests.helpers import real_cards
 
-HERE = Path(__file__).resolve().parents[2] / "fixtures" / "nvidia" / "h100-train"
+HERE = real_cards.FIXTURES / "h100-train"
+imported = partial(real_cards.imported, "h100-train")
+recorded = partial(real_cards.recorded, "h100-train")
 MiB = 1 << 20
-
-
-def imported(name: str) -> DeviceSample:
-    (snap,) = import_logs([(name, (HERE / name).read_text(encoding="utf-8"))]).snapshots
-    (gpu,) = snap.devices
-    return gpu
-
-
-def recorded(name: str, at: float | None = None) -> DeviceSample:
-    snaps = read_recording(HERE / f"{name}.jsonl.gz").snapshots
-    tick = snaps[0] if at is None else min(snaps, key=lambda s: abs(s.time - at))
-    return tick.devices[0]
 
 
 @pytest.mark.parametrize("name", ["nvidia-smi-q.xml", "nvidia-smi-q.txt"])

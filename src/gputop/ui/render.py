@@ -8,7 +8,7 @@ textual_private, which makes Textual send a region from its start)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.cells import cell_len
 from rich.segment import Segment
@@ -156,6 +156,16 @@ def changed_parts(old: Sequence[tuple[str, str]], new: Sequence[tuple[str, str]]
     a, b = _cells(old, width), _cells(new, width)
     if a is None or b is None:
         return None
+    return _changed_runs(a, b, width)
+
+
+_Runs = tuple[str, list[int], list[Any]]  # a line's text, where each style run ends, its styles
+
+
+def _changed_runs(a: _Runs, b: _Runs, width: int) -> list[tuple[int, int]]:
+    """The changed cells of two lines `width` cells wide given as style runs: walking the two
+    lines' runs together, where the styles differ every cell counts, where they agree only the
+    characters that differ (one run from the first to the last of them in each stretch)."""
     (a_text, a_ends, a_styles), (b_text, b_ends, b_styles) = a, b
     dirty: list[tuple[int, int]] = []
     i = j = pos = 0
@@ -227,35 +237,19 @@ def changed_spans(old: Strip | None, new: Strip) -> list[tuple[int, int]]:
     a, b = list(old), list(new)
     if a == b:
         return []
-    a_text = "".join([s.text for s in a])
-    b_text = "".join([s.text for s in b])
-    if len(a_text) != width or len(b_text) != width:
+    a_runs, b_runs = _segment_runs(a), _segment_runs(b)
+    if len(a_runs[0]) != width or len(b_runs[0]) != width:
         return whole
-    dirty: list[tuple[int, int]] = []
-    # Walk the two lines' style runs together: where the styles differ every cell counts,
-    # where they agree only the characters that differ.
-    i = j = pos = 0
-    a_end, b_end = len(a[0].text), len(b[0].text)
-    while pos < width:
-        end = min(a_end, b_end)
-        if a[i].style != b[j].style:
-            add_run(dirty, pos, end)
-        elif a_text[pos:end] != b_text[pos:end]:
-            # One run from the first to the last character that differs in this stretch.
-            first, last = pos, end - 1
-            while a_text[first] == b_text[first]:
-                first += 1
-            while a_text[last] == b_text[last]:
-                last -= 1
-            add_run(dirty, first, last + 1)
-        pos = end
-        if pos == a_end and i + 1 < len(a):
-            i += 1
-            a_end += len(a[i].text)
-        if pos == b_end and j + 1 < len(b):
-            j += 1
-            b_end += len(b[j].text)
-    return dirty
+    return _changed_runs(a_runs, b_runs, width)
+
+
+def _segment_runs(segments: list[Segment]) -> _Runs:
+    ends: list[int] = []
+    pos = 0
+    for segment in segments:
+        pos += len(segment.text)
+        ends.append(pos)
+    return "".join([s.text for s in segments]), ends, [s.style for s in segments]
 
 
 def add_run(runs: list[tuple[int, int]], start: int, end: int) -> None:

@@ -11,6 +11,7 @@ from gputop.model import (
     ChildProcess,
     HostSample,
     JobInfo,
+    LinkSample,
     Missing,
     ProbeStats,
     ProcessSample,
@@ -358,3 +359,23 @@ def test_a_checkpoint_that_writes_to_disk_is_not_a_loader_waiting_on_reads() -> 
         else:
             snaps.append(tick(t, busy=97.0))
     assert Engine([starvation.STARVATION]).run(snaps) == []
+
+
+def test_links_handed_again_keep_the_last_ticks_shares_and_new_links_are_summed() -> None:
+    def links(rate: float) -> tuple[LinkSample, ...]:
+        return tuple(LinkSample(device_index=i, link=k, kind="nvlink", up=True, speed=25e9,
+                                rx=rate, tx=rate) for i in range(2) for k in range(18))
+
+    first = links(5e9)
+    a = replace(node(2, time=1000.0), links=first)
+    b = replace(node(2, time=1001.0), links=tuple(first))  # the same links, a new tuple
+    shares = starvation._link_shares(a)
+    assert shares == starvation._sum_shares(first)
+    assert {i: (round(t, 9), n) for i, (t, n) in shares.items()} == {0: (3.6, 18), 1: (3.6, 18)}
+    assert starvation._link_shares(b) is shares  # not summed again
+    c = replace(node(2, time=1002.0), links=links(5e9))  # read anew, equal values
+    assert starvation._link_shares(c) == shares
+    d = replace(node(2, time=1003.0), links=links(12.5e9))
+    assert starvation._link_shares(d) == starvation._sum_shares(d.links) != shares
+    assert starvation._link_shares(b) == shares  # an older tick again: its own links' sums
+    assert starvation._link_shares(replace(d, links=())) == {}

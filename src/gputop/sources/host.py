@@ -115,7 +115,8 @@ class HostSource:
         mem = self._memory()
         return HostSample(
             hostname=self._hostname,
-            cpu_count=ps.cpu_count() or len(per_core),
+            # /proc/stat has a line per online CPU, as many as psutil counts online
+            cpu_count=len(per_core) or ps.cpu_count(),
             cpu_percent=total,
             cpu_percent_per_core=per_core,
             iowait_percent=iowait,
@@ -135,22 +136,18 @@ class HostSource:
         `free` count them; swap used is SwapTotal - SwapFree. A kernel without MemAvailable
         (before 3.14) or one that answers 0 for it gets psutil's estimate."""
         try:
-            with open(f"{self._proc_root}/meminfo", "rb") as f:
-                kib = {}
-                for line in f:
-                    name, value = line.split()[:2]
-                    kib[name] = int(value)
+            kib = _meminfo(_read_all(f"{self._proc_root}/meminfo"))
         except (OSError, ValueError) as e:
             why = Missing("error", detail=f"meminfo: {e}")
             return dict.fromkeys(("total", "used", "available", "swap_used"), why)
-        total = kib.get(b"MemTotal:", 0) * 1024
-        avail = kib.get(b"MemAvailable:", 0) * 1024
+        total = (kib["MemTotal"] or 0) * 1024
+        avail = (kib["MemAvailable"] or 0) * 1024
         if not 0 < avail <= total:
             vm = self._ps.virtual_memory()
             total, avail = vm.total, vm.available
         swap: Val[int] = Missing("unsupported")
-        if b"SwapTotal:" in kib and b"SwapFree:" in kib:
-            swap = (kib[b"SwapTotal:"] - kib[b"SwapFree:"]) * 1024
+        if kib["SwapTotal"] is not None and kib["SwapFree"] is not None:
+            swap = (kib["SwapTotal"] - kib["SwapFree"]) * 1024
         return {"total": total, "used": total - avail, "available": avail, "swap_used": swap}
 
     def _cpu_since_last_call(self) -> tuple[tuple[float, ...], Val[float], Val[float]]:
@@ -180,8 +177,8 @@ class HostSource:
         if resource in self._psi_unsupported:
             return UNSUPPORTED
         try:
-            with open(f"{self._proc_root}/pressure/{resource}") as f:
-                return parse_psi_some_avg10(f.read())
+            return parse_psi_some_avg10(_read_all(f"{self._proc_root}/pressure/{resource}")
+                                        .decode())
         except FileNotFoundError:  # kernel older than 4.20, or built without PSI
             pass
         except PermissionError:
@@ -514,8 +511,7 @@ def _own_cpu_ticks() -> int:
 def read_cpu_times(proc_root: str) -> list[CpuTimes]:
     """Each online CPU's times; none when /proc/stat cannot be read."""
     try:
-        with open(f"{proc_root}/stat", "rb") as f:
-            return parse_cpu_times(f.read())
+        return parse_cpu_times(_read_all(f"{proc_root}/stat"))
     except (OSError, ValueError):
         return []
 
@@ -594,6 +590,30 @@ def read_proc_row(proc_root: str, pid: int) -> ProcRow | None:
         return ProcRow(ppid=-1, start=-1, zombie=False)
     except (OSError, ValueError, IndexError):
         return None  # exited while we read
+
+
+_MEMINFO = re.compile(rb"^(MemTotal|MemAvailable|SwapTotal|SwapFree):\s+(\d+)", re.M)
+
+
+def _meminfo(text: bytes) -> dict[str, int | None]:
+    """The lines of /proc/meminfo the host sample needs, in KiB (None where absent)."""
+    kib: dict[str, int | None] = dict.fromkeys(("MemTotal", "MemAvailable", "SwapTotal",
+                                                "SwapFree"))
+    for m in _MEMINFO.finditer(text):
+        kib[m[1].decode()] = int(m[2])
+    return kib
+
+
+def _read_all(path: str) -> bytes:
+    """A whole /proc file, without the file object `open` builds: read every tick."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = [os.read(fd, 65536)]
+        while chunks[-1]:
+            chunks.append(os.read(fd, 65536))
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
 
 
 def _read_small(path: str) -> bytes:

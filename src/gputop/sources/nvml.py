@@ -152,10 +152,23 @@ class _Device:
     proc_util: dict[int, tuple[float, float]] | Missing = PENDING
     mig_handles: list[tuple[Any, int, int]] = field(default_factory=list)
     proc_room: dict[str, int] = field(default_factory=dict)  # see _running_processes
+    readers: dict[str, Callable[[Any], Any]] = field(default_factory=dict)  # see _reader
     state_at: float = float("-inf")  # when its links' state and errors, MIG mode were read
     mig_mode: Any = None  # the last MIG mode read: (current, pending), or a Missing
     xid_count: int | Missing = UNSUPPORTED  # an int once Xid events are watched on this GPU
     xids: list[XidEvent] = field(default_factory=list)
+
+    def reader(self, wrapper: str, args: tuple[Any, ...], entry: str, struct_name: str,
+               value: str | None = None, **preset: int) -> Callable[[Any], Any]:
+        """The binding's `wrapper(handle, *args)` as a `_reader` of this GPU, made once (the
+        wrapper itself where the binding lacks what a reader needs)."""
+        call = self.readers.get(entry)
+        if call is None:
+            call = _reader(self.nvml, entry, struct_name, value, **preset)
+            if call is None:
+                call = functools.partial(_call, getattr(self.nvml, wrapper), args)
+            self.readers[entry] = call
+        return call
 
     def ask(self, metric: str, fn: Callable[..., Any], *args: Any) -> Any:
         """Calls NVML; returns the value or a Missing. Raises _Lost when the GPU is gone."""
@@ -227,6 +240,35 @@ def _plain(struct_t: Any) -> Any:
             getattr(plain, f[0]).offset != getattr(struct_t, f[0]).offset for f in fields):
         return struct_t
     return plain
+
+
+def _call(fn: Callable[..., Any], args: tuple[Any, ...], handle: Any) -> Any:
+    return fn(handle, *args)
+
+
+def _reader(nvml: Any, entry: str, struct_name: str, value: str | None = None, **preset: int
+            ) -> Callable[[Any], Any] | None:
+    """A call of NVML's `entry(handle, struct *)` as the binding's wrapper makes it, into one plain
+    copy of the binding's `struct_name` (see `_plain`) made here with the `preset` fields set,
+    and returned by every call: read it before the next. The wrapper builds the binding's struct
+    at each call and reads each field through its attribute hooks; this costs a third of that,
+    every tick on every GPU. With `value`, the call returns that field of it, as the wrapper of
+    a call that gives one number does. None where the binding lacks what it needs."""
+    struct_t = _plain(getattr(nvml, struct_name, None))
+    pointer = getattr(nvml, "_nvmlGetFunctionPointer", None)
+    if pointer is None or not isinstance(struct_t, type) or not issubclass(struct_t,
+                                                                            ctypes.Structure):
+        return None
+    box = struct_t(**preset)
+    ref = ctypes.byref(box)
+
+    def call(handle: Any) -> Any:
+        ret = pointer(entry)(handle, ref)  # the binding's cache of the library's entry points
+        if ret != 0:
+            raise nvml.NVMLError(ret)
+        return box if value is None else getattr(box, value)
+
+    return call
 
 
 @dataclass(frozen=True)
@@ -760,7 +802,9 @@ class NvmlSource:
             why = Missing("unsupported", detail="not available with MIG enabled")
             f["util_gpu"] = f["util_mem"] = why
         else:
-            util = dev.ask("util", n.nvmlDeviceGetUtilizationRates, h)
+            util = dev.ask("util", dev.reader("nvmlDeviceGetUtilizationRates", (),
+                                              "nvmlDeviceGetUtilizationRates",
+                                              "c_nvmlUtilization_t"), h)
             f["util_gpu"] = _map(util, lambda u: float(u.gpu))
             f["util_mem"] = _map(util, lambda u: float(u.memory))
         f.update(self._memory(dev))
@@ -788,7 +832,9 @@ class NvmlSource:
         n, h = self.nvml, dev.handle
         version = getattr(n, "nvmlMemory_v2", None)
         if version is not None and "mem_v2" not in dev.off:
-            m = dev.ask("mem_v2", n.nvmlDeviceGetMemoryInfo, h, version)
+            m = dev.ask("mem_v2", dev.reader("nvmlDeviceGetMemoryInfo", (version,),
+                                             "nvmlDeviceGetMemoryInfo_v2",
+                                             "c_nvmlMemory_v2_t", version=version), h)
             if _ok(m):
                 return {"mem_total": int(m.total), "mem_used": int(m.used),
                         "mem_reserved": int(m.reserved), "mem_free": int(m.free)}
@@ -805,7 +851,12 @@ class NvmlSource:
     def _temperature(self, dev: _Device) -> Any:
         n, h = self.nvml, dev.handle
         if "temp_v" not in dev.off and hasattr(n, "nvmlDeviceGetTemperatureV"):
-            t = dev.ask("temp_v", n.nvmlDeviceGetTemperatureV, h, 0)
+            # The binding's default version, as its wrapper passes it.
+            version = getattr(n, "nvmlTemperature_v1", 0)
+            t = dev.ask("temp_v", dev.reader("nvmlDeviceGetTemperatureV", (0,),
+                                             "nvmlDeviceGetTemperatureV",
+                                             "c_nvmlTemperature_v1_t", "temperature",
+                                             version=version, sensorType=0), h)
             if _ok(t) or t.reason != "unsupported":
                 return t
         return dev.ask("temp", n.nvmlDeviceGetTemperature, h, 0)

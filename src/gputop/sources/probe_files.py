@@ -10,6 +10,7 @@ ranges. Anything else is skipped with a note, never an exception.
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import math
 import os
@@ -20,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gputop import probe
 from gputop.model.snapshot import PROBE_STALE_AFTER_S
-from gputop.probe import MEMORY_FIELDS, SCHEMA_VERSION, tmp_dir
+from gputop.probe import MEMORY_FIELDS, SCHEMA_VERSION
 
 MAX_BYTES = 64 * 1024
 STALE_AFTER_S = PROBE_STALE_AFTER_S
@@ -167,12 +169,19 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def probe_dirs(uid: int) -> list[Path]:
     """Where a process of `uid` publishes: its $XDG_RUNTIME_DIR (which we know only for our own
     uid, else systemd's /run/user/<uid>), then /tmp/gputop-<uid>."""
-    dirs = []
     xdg = os.environ.get("XDG_RUNTIME_DIR", "")
-    if uid == os.getuid() and os.path.isabs(xdg):
+    return list(_probe_dirs(uid, xdg if uid == os.getuid() else "", RUN_USER_ROOT,
+                            probe.TMP_ROOT))
+
+
+@functools.lru_cache(maxsize=64)
+def _probe_dirs(uid: int, xdg: str, run_root: str, tmp_root: str) -> tuple[Path, ...]:
+    """`probe_dirs` of what it depends on: asked every tick, for every user with a GPU process."""
+    dirs = []
+    if os.path.isabs(xdg):
         dirs.append(Path(xdg) / "gputop")
-    dirs += [Path(RUN_USER_ROOT) / str(uid) / "gputop", tmp_dir(uid)]
-    return list(dict.fromkeys(dirs))
+    dirs += [Path(run_root) / str(uid) / "gputop", probe.tmp_dir(uid)]
+    return tuple(dict.fromkeys(dirs))
 
 
 def _check_owner(st: os.stat_result, uid: int, what: str) -> None:

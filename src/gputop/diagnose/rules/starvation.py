@@ -28,6 +28,7 @@ below say why). A GPU mostly idle with no worker and the main thread pegged is a
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
@@ -52,7 +53,7 @@ from gputop.diagnose.window import (
     series,
     times,
 )
-from gputop.model import ProcessSample, Snapshot
+from gputop.model import LinkSample, ProcessSample, Snapshot
 from gputop.model.memory_split import home_processes
 
 ID = "loader.starvation"
@@ -375,9 +376,23 @@ _NO_SHARE = (0.0, 0)
 def _link_shares(s: Snapshot) -> dict[int, tuple[float, int]]:
     """Of each device, the sum and number of the shares of nominal bandwidth its up links
     carried at this tick: read once a tick, in one pass over its links (a node has over a
-    hundred), not at every check nor once per device."""
+    hundred), not at every check nor once per device. A live source hands the same links
+    again until it reads them anew (every 5 s): then the last tick's sums are this one's."""
+    links, shares = _LAST_SHARES[0]  # one read: another thread may replace it meanwhile
+    if len(links) == len(s.links) and all(map(operator.is_, links, s.links)):
+        return shares
+    shares = _sum_shares(s.links)
+    _LAST_SHARES[0] = (s.links, shares)
+    return shares
+
+
+# The links `_link_shares` last summed, and their sums (read, never changed, by its callers).
+_LAST_SHARES: list[tuple[Sequence[LinkSample], dict[int, tuple[float, int]]]] = [((), {})]
+
+
+def _sum_shares(links: Sequence[LinkSample]) -> dict[int, tuple[float, int]]:
     sums: dict[int, list[float]] = {}
-    for lk in s.links:
+    for lk in links:
         if lk.up is not True:
             continue
         speed, rx, tx = number(lk.speed), number(lk.rx), number(lk.tx)

@@ -636,3 +636,61 @@ def test_between_full_scans_only_new_processes_and_the_followed_ones_are_read(
     read.clear()
     source._process_table(frozenset({10}), FULL_SCAN_EVERY_S)  # a full scan again
     assert len(read) == 43
+
+
+def _fds(files: host._ProcFiles) -> dict[str, int]:
+    return dict(files._fds)
+
+
+def test_a_process_read_every_tick_is_read_through_files_kept_open_until_a_tick_skips_it() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        files = host._ProcFiles("/proc")
+        files.begin()
+        first = files.row(child.pid)
+        kept = _fds(files)
+        assert first is not None and set(kept) == {f"{child.pid}/stat"}
+        files.end()
+        deadline = time.monotonic() + 5
+        while True:  # the same open file answers what the process does now
+            files.begin()
+            row = files.row(child.pid)
+            files.end()
+            assert row is not None and _fds(files) == kept
+            if row.cpu > first.cpu or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert row.cpu > first.cpu and row.start == first.start
+        assert int(files.read(child.pid, "statm").split()[1]) > 0
+        files.begin()
+        files.end()  # a tick that did not read it
+        assert _fds(files) == {}
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_kept_file_of_a_process_that_has_exited_reads_as_gone_and_is_closed() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    files = host._ProcFiles("/proc")
+    files.begin()
+    assert files.row(child.pid) is not None
+    fd = files._fds[f"{child.pid}/stat"]
+    child.kill()
+    child.wait()  # reaped: a new process may take the PID, never this file
+    assert files.row(child.pid) is None
+    assert files._fds == {}
+    with pytest.raises(OSError):
+        os.fstat(fd)  # closed
+    files.close()
+
+
+def test_closing_the_host_source_closes_the_files_it_keeps() -> None:
+    src = HostSource()
+    me = gpu_process(os.getpid())
+    now = time.time()
+    src.enrich([me], now)  # a scan of /proc: nothing kept
+    src.enrich([me], now + 1)  # the GPU process read again
+    assert {f"{os.getpid()}/stat", f"{os.getpid()}/statm"} <= set(src._files._fds)
+    src.close()
+    assert src._files._fds == {}

@@ -79,6 +79,10 @@ class HostLater:
     def enrich(self, processes: Sequence[ProcessSample], now: float) -> list[ProcessSample]:
         return self.source.enrich(processes, now)
 
+    def close(self) -> None:
+        if self._host is not None:
+            self._host.close()
+
     def __getattr__(self, name: str) -> Any:  # probe_notes, start_from
         if name.startswith("__"):  # copy, pickle: not the source's
             raise AttributeError(name)

@@ -92,6 +92,7 @@ class HostSource:
         self._full_scan_at = float("-inf")
         self._start: CpuStart | None = None  # see start_from
         self._own_at_start: int | None = None  # gputop's own CPU ticks at that reading
+        self._files = _ProcFiles(proc_root)  # of the processes read every tick
         # Why probe files were skipped at the latest tick: for debugging, never shown per tick.
         self.probe_notes: list[str] = []
 
@@ -104,6 +105,10 @@ class HostSource:
         self._last_cpu = parse_cpu_times(reading.stat) or None
         own = reading.processes.get(os.getpid())
         self._own_at_start = own[1] if own is not None else None
+
+    def close(self) -> None:
+        """Closes the /proc files it keeps open."""
+        self._files.close()
 
     # ------------------------------------------------------------------------------------------
     # The node
@@ -196,6 +201,7 @@ class HostSource:
         """Adds the host's facts to GPU processes, in the same order; none is dropped."""
         self._tick += 1
         gpu_pids = frozenset(p.pid for p in processes)
+        self._files.begin()
         table, tree = self._process_table(gpu_pids, now) if processes else ({}, {})
         tick = _Tick(now, gpu_pids, table, tree)
         fields_by_pid: dict[int, dict[str, Any]] = {}  # a process on two GPUs is read once
@@ -205,6 +211,7 @@ class HostSource:
         probes = self._probes(tick.uids, now)
         out = [replace(p, **fields_by_pid[p.pid], probe=probes.get(p.pid))
                for p in processes]
+        self._files.end()
         self._start = None  # its processes had their first share
         # Whatever was not seen this tick has exited (or left the GPU): forget it, so the cache
         # stays as small as the process list.
@@ -225,7 +232,7 @@ class HostSource:
                 follow.update(descendants(pid, tree, stop_at=frozenset()))
             moved = False  # whether the parent map changed (a row's CPU time always does)
             for pid in follow:
-                row = read_proc_row(self._proc_root, pid)
+                row = self._files.row(pid)
                 if row is None:
                     del table[pid]
                     moved = True
@@ -412,7 +419,7 @@ class HostSource:
         if not row.readable:
             return NO_PERMISSION
         try:
-            return int(_read_small(f"{self._proc_root}/{pid}/statm").split()[1]) * PAGE_SIZE
+            return int(self._files.read(pid, "statm").split()[1]) * PAGE_SIZE
         except PermissionError:
             return NO_PERMISSION
         except (OSError, ValueError, IndexError):
@@ -582,14 +589,67 @@ def read_process_table(proc_root: str) -> dict[int, ProcRow]:
 
 def read_proc_row(proc_root: str, pid: int) -> ProcRow | None:
     """/proc/PID/stat as a ProcRow; None when the process is gone."""
+    return _proc_row(_read_small, f"{proc_root}/{pid}/stat")
+
+
+def _proc_row(read: Callable[[str], bytes], path: str) -> ProcRow | None:
     try:
-        fields = stat_fields(_read_small(f"{proc_root}/{pid}/stat"))
+        fields = stat_fields(read(path))
         return ProcRow(int(fields[PPID]), int(fields[START]), fields[STATE] in (b"Z", b"X"),
                        cpu=int(fields[UTIME]) + int(fields[STIME]))
     except PermissionError:  # hidepid=1: another user's process, there but unreadable
         return ProcRow(ppid=-1, start=-1, zombie=False)
     except (OSError, ValueError, IndexError):
         return None  # exited while we read
+
+
+class _ProcFiles:
+    """/proc/PID/stat and statm of the processes read every tick (each GPU process and its
+    workers: a node training with DataLoaders has dozens), each opened once and read again from
+    its start. A file stays its process's: once the process has exited it answers ESRCH, even
+    where its PID was reused. A file not read for a whole tick is closed."""
+
+    def __init__(self, proc_root: str) -> None:
+        self._root = proc_root
+        self._fds: dict[str, int] = {}  # "PID/name" -> fd
+        self._read: set[str] = set()  # read since `begin`
+
+    def row(self, pid: int) -> ProcRow | None:
+        """`read_proc_row` through the kept file."""
+        return _proc_row(self._pread, f"{pid}/stat")
+
+    def read(self, pid: int, name: str) -> bytes:
+        """The whole of /proc/PID/name (at most a page). Raises what os.open or os.pread
+        raises; a file that cannot be read is closed."""
+        return self._pread(f"{pid}/{name}")
+
+    def _pread(self, key: str) -> bytes:
+        fd = self._fds.get(key)
+        if fd is None:
+            fd = self._fds[key] = os.open(f"{self._root}/{key}", os.O_RDONLY | os.O_CLOEXEC)
+        self._read.add(key)
+        try:
+            return os.pread(fd, 4096, 0)
+        except OSError:
+            self._close(key)
+            raise
+
+    def begin(self) -> None:
+        self._read = set()
+
+    def end(self) -> None:
+        for key in self._fds.keys() - self._read:
+            self._close(key)
+
+    def close(self) -> None:
+        for key in list(self._fds):
+            self._close(key)
+
+    def _close(self, key: str) -> None:
+        fd = self._fds.pop(key, None)
+        self._read.discard(key)
+        if fd is not None:
+            os.close(fd)
 
 
 _MEMINFO = re.compile(rb"^(MemTotal|MemAvailable|SwapTotal|SwapFree):\s+(\d+)", re.M)

@@ -167,9 +167,10 @@ class Poller:
             yield ahead if ahead is not None else await self.poll()
 
     def close(self) -> None:
-        for src in self.sources:
+        for src in [*self.sources, self._host]:
             try:
-                src.close()
+                if src is not None:
+                    getattr(src, "close", lambda: None)()
             except Exception:  # closing must never mask the reason we are closing
                 pass
         self.sources.clear()

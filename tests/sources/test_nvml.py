@@ -347,6 +347,26 @@ def test_the_first_slow_tick_after_prime_has_pcie_throughput_and_the_rest() -> N
     assert fake.calls["nvmlDeviceGetPcieThroughput"] == 2 * 2  # tx and rx of each GPU, once
 
 
+def test_prime_makes_the_first_call_of_each_fast_entry_point_on_one_gpu_only() -> None:
+    # The driver's first call of an entry point after nvmlInit is its slow one: prime pays it
+    # while --once waits for its rates, and the poll then asks every GPU once as usual.
+    snaps = [node(3, time=1000.0 + t) for t in range(2)]
+    fast = ("nvmlDeviceGetUtilizationRates", "nvmlDeviceGetMemoryInfo_v2",
+            "nvmlDeviceGetTemperatureV", "nvmlDeviceGetPowerUsage",
+            "nvmlDeviceGetPerformanceState", "nvmlDeviceGetCurrentClocksEventReasons")
+    with FakeNvml(snaps) as fake:
+        src = NvmlSource()
+        src.open()
+        before = {name: fake.calls[name] for name in fast}
+        src.prime(1000.0)
+        primed = {name: fake.calls[name] - before[name] for name in fast}
+        tick = src.poll(1000.2)
+        polled = {name: fake.calls[name] - before[name] - primed[name] for name in fast}
+        src.close()
+    assert primed == dict.fromkeys(fast, 1) and polled == dict.fromkeys(fast, 3)
+    assert [d.util_gpu for d in tick.devices] == [d.util_gpu for d in snaps[0].devices]
+
+
 def test_slow_metrics_are_read_on_the_slow_cadence_only() -> None:
     snaps = series(10)
     with FakeNvml(snaps) as fake:

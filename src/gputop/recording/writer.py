@@ -35,12 +35,13 @@ from gputop.recording.format import (
 from gputop.recording.segments import segment_paths
 from gputop.safetext import encodable_tree
 
-# zlib's level 8 with its strategy for data of many small numbers (Z_FILTERED: fewer short
-# matches, more left to Huffman coding): against level 9's default strategy, 0.3-4 % smaller
-# for busy nodes (the demo, a live 8-GPU node, the bundled fixtures; an idle GPU's few changing
-# numbers up to 4.5 % larger) in 60-95 % of its time (0.15 ms a tick with 8 GPUs and 144
-# NVLinks against 0.24); 4-7 % smaller than level 6 (bench/record_bench.py --level).
-COMPRESSION_LEVEL = 8
+# zlib's level 7 with its strategy for data of many small numbers (Z_FILTERED: fewer short
+# matches, more left to Huffman coding). A tick's patch repeats the keys of the ticks before
+# it, so the higher levels walk long chains of earlier matches for little: on a live 8-GPU node
+# with 144 NVLinks level 7 takes 0.08 ms a tick against level 8's 0.17 and writes 4 % more
+# (2.85 MB per GPU-day against 2.74); the demo 0.26 ms against 0.47, 6 % more. Level 6 takes
+# 0.06 ms and writes 6-8 % more (bench/record_bench.py --level).
+COMPRESSION_LEVEL = 7
 COMPRESSION_STRATEGY = zlib.Z_FILTERED
 _GZIP_END = 16  # bytes that finishing a stream adds at most: an empty last block, the trailer
 

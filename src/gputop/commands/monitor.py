@@ -242,7 +242,7 @@ def run_record_headless(args: argparse.Namespace, err: TextIO) -> int:
     err.write(f"gputop: recording to {args.record} every {args.interval:g} s "
               "(Ctrl-C to stop)\n")
     failed: RecordingError | None = None
-    gc_was: tuple[int, int, int] | None = None
+    gc_was: tuple[tuple[int, int, int], int] | None = None
     try:
         next_at = time.monotonic()
         poll = _Repeated(feed.poll_once)
@@ -264,8 +264,9 @@ def run_record_headless(args: argparse.Namespace, err: TextIO) -> int:
         feed.close()
         failed = _close_recording(writer, failed)
         if gc_was is not None:  # as it was: main() may be called again in one process
-            gc.unfreeze()
-            gc.set_threshold(*gc_was)
+            gc.set_threshold(*gc_was[0])
+            if not gc_was[1]:
+                gc.unfreeze()
     if failed is not None:
         raise failed  # main prints it as the one line
     files = writer.segments
@@ -275,15 +276,15 @@ def run_record_headless(args: argparse.Namespace, err: TextIO) -> int:
     return 0
 
 
-def _settle_gc() -> tuple[int, int, int]:
+def _settle_gc() -> tuple[tuple[int, int, int], int]:
     """What start-up built (modules, the diagnostics, the GPUs' handles) lives as long as the
     recorder: frozen, the garbage collector no longer walks it, and from then on the youngest
     generation is collected every RECORDER_GC_THRESHOLD new objects. Returns the thresholds
-    it replaced."""
+    it replaced and how many objects were frozen before."""
+    was = gc.get_threshold(), gc.get_freeze_count()
     gc.collect()
     gc.freeze()
-    was = gc.get_threshold()
-    gc.set_threshold(max(was[0], RECORDER_GC_THRESHOLD), was[1], was[2])
+    gc.set_threshold(max(was[0][0], RECORDER_GC_THRESHOLD), *was[0][1:])
     return was
 
 

@@ -80,9 +80,8 @@ def round_to_sensor(rec: dict[str, Any], fresh: set[int] | None = None,
                 d[k] = _significant(v)
     for lk in _to_round(rec, "links", fresh, last):  # a hundred and more on a slow tick
         for k in ("rx", "tx"):
-            if type(v := lk.get(k)) is float:  # as _is_number, for the common case first
-                lk[k] = _significant(v)
-            elif _is_number(v):
+            # A float (the common case) first, without the call that _is_number costs.
+            if type(v := lk.get(k)) is float or _is_number(v):
                 lk[k] = _significant(v)
 
 
@@ -105,7 +104,7 @@ def _whole(v: Any) -> Any:
     return float(round(v)) if _is_number(v) and math.isfinite(v) else v
 
 
-def _significant(v: float) -> float:
+def _significant(v: Any) -> float:
     return float(f"{v:.3g}")
 
 

@@ -425,7 +425,8 @@ async def test_replay_keys_drive_the_dashboard(demo: RecordingIndex) -> None:
             header = app.dashboard.header
             assert "replay 10:00:00 (tick 1/600) 1x ⏸ paused" in header.content.plain
             assert "STALE" not in header.content.plain and "live" not in header.content.plain
-            await pilot.pause()
+            # The footer is drawn once the screen has settled (later on a busy machine).
+            await within(until(lambda: "Play/pause" in screen_text(app).splitlines()[-1]))
             footer = screen_text(app).splitlines()[-1]
             assert "Play/pause" in footer and "Go to" in footer
 

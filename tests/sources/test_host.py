@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import os
 import subprocess
 import sys
@@ -694,3 +695,33 @@ def test_closing_the_host_source_closes_the_files_it_keeps() -> None:
     assert {f"{os.getpid()}/stat", f"{os.getpid()}/statm"} <= set(src._files._fds)
     src.close()
     assert src._files._fds == {}
+
+
+def test_a_process_whose_host_figures_held_still_is_handed_again() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        deadline, cpu = time.monotonic() + 10, -1
+        while time.monotonic() < deadline:  # past its start-up: asleep from here on
+            row = host.read_proc_row("/proc", child.pid)
+            assert row is not None
+            if row.cpu == cpu:
+                break
+            cpu = row.cpu
+            time.sleep(0.3)
+        src = HostSource()
+        p = gpu_process(child.pid)
+        now = time.time()
+        src.enrich([p], now)  # first sight
+        time.sleep(0.05)
+        a = src.enrich([p], now + 1)[0]
+        time.sleep(0.05)
+        b = src.enrich([p], now + 2)[0]
+        moved = dataclasses.replace(p, gpu_mem=p.gpu_mem + 1)  # the GPU side changed
+        c = src.enrich([moved], now + 3)[0]
+        src.close()
+    finally:
+        child.kill()
+        child.wait()
+    assert a.cpu_percent == b.cpu_percent == 0.0 and a.rss == b.rss  # asleep
+    assert b is a  # nothing in it changed: the very object again
+    assert c is not b and c.gpu_mem == moved.gpu_mem and c.cpu_percent is b.cpu_percent

@@ -421,3 +421,22 @@ def test_field_values_read_in_one_unpack_as_the_binding_reads_them() -> None:
         with pytest.raises(pynvml.NVMLError_NoPermission):
             _field_values(pynvml, src.devices[1].handle, ids, {})
         src.close()
+
+
+def test_values_that_held_still_are_last_polls_objects_and_so_is_a_still_process() -> None:
+    snaps = [node(2, time=1000.0 + t, util_gpu=float(50 + t)) for t in range(2)]
+    with FakeNvml(snaps) as fake:
+        src = NvmlSource(slow_interval=60.0)
+        src.open()
+        first = src.poll(1000.0)
+        fake.advance()
+        second = src.poll(1001.0)
+        src.close()
+    a, b = first.devices[0], second.devices[0]
+    assert b.util_gpu == 51.0 and a.util_gpu == 50.0
+    for name in ("mem_total", "mem_used", "mem_free", "temp_gpu", "power_draw", "clock_sm",
+                 "clock_mem", "throttle"):
+        assert getattr(b, name) == getattr(a, name)
+        assert getattr(b, name) is getattr(a, name), name
+    assert second.processes == first.processes
+    assert all(q is p for p, q in zip(first.processes, second.processes, strict=True))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from gputop.model import DeviceSample, LinkSample, ProcessSample, Topology
 
@@ -42,3 +44,19 @@ class GpuSource(Protocol):
     def poll(self, now: float) -> GpuTick: ...
 
     def close(self) -> None: ...
+
+
+def keep_equal(values: MutableMapping[str, Any], last: Mapping[str, Any]) -> None:
+    """Puts back into `values` the very objects of `last` (last tick's values of the same
+    fields) where they are equal: a number that held still is then last tick's number, and what
+    follows a poll (the recording's patch, its summary) passes over the fields whose values are
+    the very same objects. Equal means of the same type with the same value; a zero keeps its
+    sign."""
+    for name, v in values.items():
+        old = last.get(name, _ABSENT)
+        if old is not v and type(old) is type(v) and old == v and (
+                type(v) is not float or v or math.copysign(1.0, v) == math.copysign(1.0, old)):
+            values[name] = old
+
+
+_ABSENT = object()

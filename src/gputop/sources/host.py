@@ -44,6 +44,7 @@ from gputop.model import (
     replace,
 )
 from gputop.safetext import encodable
+from gputop.sources.base import keep_equal
 from gputop.sources.cpu_start import PPID, START, STATE, STIME, UTIME, CpuStart, stat_fields
 from gputop.sources.probe_files import ProbeSample, read_probes
 
@@ -93,6 +94,8 @@ class HostSource:
         self._start: CpuStart | None = None  # see start_from
         self._own_at_start: int | None = None  # gputop's own CPU ticks at that reading
         self._files = _ProcFiles(proc_root)  # of the processes read every tick
+        # (pid, GPU) -> the process as the GPU source gave it last tick, and as enriched
+        self._enriched: dict[tuple[int, int], tuple[ProcessSample, ProcessSample]] = {}
         # Why probe files were skipped at the latest tick: for debugging, never shown per tick.
         self.probe_notes: list[str] = []
 
@@ -209,8 +212,20 @@ class HostSource:
             if p.pid not in fields_by_pid:
                 fields_by_pid[p.pid] = self._host_fields(p.pid, tick)
         probes = self._probes(tick.uids, now)
-        out = [replace(p, **fields_by_pid[p.pid], probe=probes.get(p.pid))
-               for p in processes]
+        out = []
+        last, self._enriched = self._enriched, {}
+        for p in processes:
+            values = {**fields_by_pid[p.pid], "probe": probes.get(p.pid)}
+            key = (p.pid, p.device_index)
+            was = last.get(key)
+            if was is not None:  # the values that held still: last tick's very objects
+                keep_equal(values, {k: getattr(was[1], k) for k in values})
+                if was[0] is p and all(getattr(was[1], k) is v for k, v in values.items()):
+                    out.append(self._enriched.setdefault(key, was)[1])
+                    continue
+            q = replace(p, **values)
+            self._enriched[key] = (p, q)
+            out.append(q)
         self._files.end()
         self._start = None  # its processes had their first share
         # Whatever was not seen this tick has exited (or left the GPU): forget it, so the cache

@@ -52,7 +52,13 @@ from gputop.model import (
     replace,
 )
 from gputop.model.reasons import REASON_BITS
-from gputop.sources.base import GpuTick, SourceInfo
+from gputop.sources.base import GpuTick, SourceInfo, keep_equal
+
+# The DeviceSample fields each poll reads anew (the others are the static and slow ticks' own
+# objects until those read them again).
+_FAST_FIELDS = ("util_gpu", "util_mem", "mem_total", "mem_used", "mem_reserved", "mem_free",
+                "temp_gpu", "power_draw", "clock_sm", "clock_mem", "pstate", "fan", "throttle",
+                "temp_margin", "xid_count", "xids")
 
 # Cumulative nanosecond counters per reason (field values 74, 76, 269-271).
 REASON_COUNTERS = {
@@ -153,6 +159,8 @@ class _Device:
     mig_handles: list[tuple[Any, int, int]] = field(default_factory=list)
     proc_room: dict[str, int] = field(default_factory=dict)  # see _running_processes
     readers: dict[str, Callable[[Any], Any]] = field(default_factory=dict)  # see _reader
+    fast: dict[str, Any] = field(default_factory=dict)  # the values the last poll read
+    procs: dict[int, ProcessSample] = field(default_factory=dict)  # the last poll's, by pid
     state_at: float = float("-inf")  # when its links' state and errors, MIG mode were read
     mig_mode: Any = None  # the last MIG mode read: (current, pending), or a Missing
     xid_count: int | Missing = UNSUPPORTED  # an int once Xid events are watched on this GPU
@@ -721,6 +729,7 @@ class NvmlSource:
             except _Lost as e:
                 self._lose(dev, now, str(e))
                 continue
+            keep_equal(s, dev.slow)  # what held still: last tick's objects
             dev.slow = s
             _follow_rates(dev)
 
@@ -833,6 +842,10 @@ class NvmlSource:
             if limits:
                 f["temp_margin"] = float(limits[0]) - f["temp_gpu"]
         f["xid_count"], f["xids"] = dev.xid_count, tuple(dev.xids)
+        fast = {k: f[k] for k in _FAST_FIELDS if k in f}
+        keep_equal(fast, dev.fast)
+        f.update(fast)
+        dev.fast = fast
         sample = DeviceSample(index=dev.index, vendor="nvidia", name=dev.name, uuid=dev.uuid,
                               pci_bus_id=dev.bus_id, **f)
         return sample, self._processes(dev)
@@ -902,6 +915,7 @@ class NvmlSource:
                         entry["gi"], entry["ci"] = int(pgi), int(p.computeInstanceId)
         util = dev.proc_util
         out = []
+        last, dev.procs = dev.procs, {}
         for pid, e in sorted(found.items()):
             sm: float | Missing
             mem: float | Missing
@@ -910,12 +924,20 @@ class NvmlSource:
             else:
                 # Processes idle in the last period get no sample: their use was 0.
                 sm, mem = util.get(pid, (0.0, 0.0))
-            out.append(ProcessSample(
-                pid=pid, device_index=dev.index, kind="+".join(e["kinds"]),
-                gpu_mem=e["mem"] if e["mem"] is not None else Missing(
-                    "unsupported", detail="not reported under WDDM"),
-                sm_util=sm, mem_util=mem, gpu_instance=e["gi"], compute_instance=e["ci"],
-            ))
+            values = {"kind": "+".join(e["kinds"]),
+                      "gpu_mem": e["mem"] if e["mem"] is not None else Missing(
+                          "unsupported", detail="not reported under WDDM"),
+                      "sm_util": sm, "mem_util": mem, "gpu_instance": e["gi"],
+                      "compute_instance": e["ci"]}
+            was = last.get(pid)
+            if was is not None:  # the same process as last tick's: its unchanged values kept
+                keep_equal(values, {k: getattr(was, k) for k in values})
+                if all(getattr(was, k) is v for k, v in values.items()):
+                    out.append(dev.procs.setdefault(pid, was))
+                    continue
+            dev.procs[pid] = sample = ProcessSample(
+                pid=was.pid if was is not None else pid, device_index=dev.index, **values)
+            out.append(sample)
         return out
 
     # ------------------------------------------------------------------------------------------
@@ -955,6 +977,7 @@ class NvmlSource:
             self._read_link_state(dev)
         else:
             _follow_rates(dev)
+        keep_equal(s, dev.slow)  # what held still: last tick's objects
         dev.slow = s
 
     def _read_state(self, dev: _Device, s: dict[str, Any]) -> None:

@@ -117,6 +117,51 @@ async def test_a_card_drawn_from_its_kept_border_is_the_card_textual_draws() -> 
                                           for line in textual_lines(card)[1:4]]
 
 
+async def test_text_lines_set_in_their_kept_padding_are_the_lines_textual_draws() -> None:
+    """The header, the warning bar, the process status and the GPU lines keep the padding
+    Textual drew around their text and set each new text in it: through ticks, a warning, the
+    selection on a GPU line, and another theme, what they draw is what Textual draws."""
+    from gputop.ui.widgets.text_line import TextLine
+
+    def textual_lines(line: TextLine) -> list[list[tuple[str, Any]]]:
+        line._styles_cache.clear()
+        return [[(seg.text, seg.style) for seg in strip]
+                for strip in Widget.render_lines(line, line.outer_size.region)]
+
+    def kept_lines(line: TextLine) -> list[list[tuple[str, Any]]]:
+        return [[(seg.text, seg.style) for seg in strip]
+                for strip in line.render_lines(line.outer_size.region)]
+
+    def check() -> list[TextLine]:
+        lines = [line for line in app.query(TextLine) if line.display and line.outer_size]
+        assert {type(line).__name__ for line in lines} >= {"StatusHeader", "WarningBar",
+                                                          "GpuRow", "TextLine"}
+        for line in lines:
+            kept_lines(line)  # what is on screen: the frames are kept from here
+        return lines
+
+    app = make_app(layout="compact")
+    async with app.run_test(size=(120, 40)) as pilot:
+        snaps = series(12, util=sawtooth)
+        await show(app, pilot, snaps[:3])
+        app.add_warning("the data feed is slow")
+        await pilot.pause()
+        lines = check()
+        await show(app, pilot, snaps[3:8])
+        for line in lines:
+            assert kept_lines(line) == textual_lines(line), line
+        app.dashboard.gpus.focus()
+        await pilot.press("down")
+        app.apply_snapshot(troubled(8))
+        await pilot.pause()
+        for line in lines:
+            assert kept_lines(line) == textual_lines(line), line
+        app.theme = "textual-light"
+        await show(app, pilot, snaps[9:12])
+        for line in lines:
+            assert kept_lines(line) == textual_lines(line), line
+
+
 async def test_meter_lines_drawn_from_their_parts_are_the_lines_of_their_content() -> None:
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:

@@ -1,5 +1,6 @@
 """Lines for the line-API widgets (cards, rows, header, process table): Content to Strip with
-theme variables resolved, and the cells of a line that changed since it was last painted.
+theme variables resolved, the cells of a line that changed since it was last painted, and the
+border and padding a widget's changing lines are set in (`framed_lines`).
 
 Repainting only the changed cells matters over SSH: a card line that went from 97 % to 98 %
 sends a few cells, not the whole line with an escape sequence for every style run (with

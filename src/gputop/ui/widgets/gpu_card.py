@@ -410,14 +410,9 @@ class GpuCard(textual_private.RepaintsNow, Widget):
         return Strip([*meter, *graph], width)
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        """The card's lines as the compositor asks for them, every tick.
-
-        Textual's own path (the widget's styles cache) draws the border and the padding around
-        every content line again whenever the line changed, then runs the app's line filters
-        over the result: several times the cost of the line itself, for the eight cards each
-        tick. Here the border lines and the frame around a content line (border and padding,
-        as Textual drew them) are kept, and a changed content line is set into that frame.
-        Textual draws everything again when the styles or the size change (refresh())."""
+        """The card's lines as the compositor asks for them, every tick: each changed content
+        line set in the border and padding Textual drew (render.framed_lines). A border line
+        whose title or legend changed is drawn by Textual again."""
         frame = self._frame
         size = self.outer_size
         if frame is not None and frame.size == size and frame.stale:

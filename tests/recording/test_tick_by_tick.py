@@ -204,3 +204,26 @@ def test_a_patch_decoder_takes_what_other_writers_may_write() -> None:
     assert got.devices[0].util_gpu == Missing("unsupported")
     assert got.topology is not None and got.topology.cpu_affinity == ()
     assert rec["topology"]["cpu_affinity"]
+
+
+def test_rounding_takes_only_what_was_built_for_the_tick() -> None:
+    """The writer rounds the dicts a tick built; the objects of the last tick handed again (a
+    list of links between slow ticks) were rounded then, and are not walked again."""
+    first = story()[0]
+    memo = DictMemo(like=ITEMS)
+    keys: dict[Any, Any] = {}
+    last = to_record(first, memo, keys)
+    round_to_sensor(last, fresh=memo.built, last=last)
+    memo.next_tick()
+    assert last["links"] and all(float(f"{lk['rx']:.3g}") == lk["rx"]
+                                 for lk in last["links"].values() if "rx" in lk)
+    dev = replace(first.devices[0], pcie_rx=123456.789)
+    rec = to_record(replace(first, devices=(dev, *first.devices[1:])), memo, keys)
+    assert rec["links"] is last["links"]  # the very same links: their dict handed again
+    shared = next(iter(rec["links"].values()))
+    shared["rx"] = 2.3456789e9  # as if it had not been rounded: it is not looked at again
+    round_to_sensor(rec, fresh=memo.built, last=last)
+    assert rec["devices"]["0"]["pcie_rx"] == 123000.0
+    assert shared["rx"] == 2.3456789e9
+    round_to_sensor(rec)  # all of it, without `fresh`
+    assert shared["rx"] == 2.35e9

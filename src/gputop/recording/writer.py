@@ -35,12 +35,13 @@ from gputop.recording.format import (
 from gputop.recording.segments import segment_paths
 from gputop.safetext import encodable_tree
 
-# zlib's level 8 with its strategy for data of many small numbers (Z_FILTERED: fewer short
-# matches, more left to Huffman coding): against level 9's default strategy, 0.3-4 % smaller
-# for busy nodes (the demo, a live 8-GPU node, the bundled fixtures; an idle GPU's few changing
-# numbers up to 4.5 % larger) in 60-95 % of its time (0.15 ms a tick with 8 GPUs and 144
-# NVLinks against 0.24); 4-7 % smaller than level 6 (bench/record_bench.py --level).
-COMPRESSION_LEVEL = 8
+# zlib's level 7 with its strategy for data of many small numbers (Z_FILTERED: fewer short
+# matches, more left to Huffman coding). A tick's patch repeats the keys of the ticks before
+# it, so the higher levels walk long chains of earlier matches for little: on a live 8-GPU node
+# with 144 NVLinks level 7 takes 0.08 ms a tick against level 8's 0.17 and writes 4 % more
+# (2.85 MB per GPU-day against 2.74); the demo 0.26 ms against 0.47, 6 % more. Level 6 takes
+# 0.06 ms and writes 6-8 % more (bench/record_bench.py --level).
+COMPRESSION_LEVEL = 7
 COMPRESSION_STRATEGY = zlib.Z_FILTERED
 _GZIP_END = 16  # bytes that finishing a stream adds at most: an empty last block, the trailer
 
@@ -49,14 +50,16 @@ _GZIP_END = 16  # bytes that finishing a stream adds at most: an empty last bloc
 # Writing
 
 
-def round_to_sensor(rec: dict[str, Any], fresh: set[int] | None = None) -> None:
+def round_to_sensor(rec: dict[str, Any], fresh: set[int] | None = None,
+                    last: Mapping[str, Any] | None = None) -> None:
     """Drops the digits no sensor measured from a tick in record form (docs/recording.md).
 
     CPU % per core and per process is counted in clock ticks (1 % of a core a second) and is
     kept whole; the node's total CPU % to 0.1; throughputs in bytes/s (PCIe, NVLink) to 3
     significant digits. The digits dropped are noise, which costs bytes that no compression
     wins back. With `fresh` (ids of the dicts built for this tick), the dicts not in it were
-    rounded on an earlier tick and are left alone."""
+    rounded on an earlier tick and are left alone; with `last` too (the tick before, in record
+    form), so are the keyed objects it holds the very same of (the links between slow ticks)."""
     host = rec.get("host")
     if host and (fresh is None or id(host) in fresh):
         cores = host.get("cpu_percent_per_core")
@@ -65,26 +68,32 @@ def round_to_sensor(rec: dict[str, Any], fresh: set[int] | None = None) -> None:
         for k in ("cpu_percent", "iowait_percent"):
             if _is_number(v := host.get(k)):
                 host[k] = round(v, 1)
-    for p in (rec.get("processes") or {}).values():
-        if fresh is not None and id(p) not in fresh:
-            continue
+    for p in _to_round(rec, "processes", fresh, last):
         if _is_number(v := p.get("cpu_percent")):
             p["cpu_percent"] = _whole(v)
         for c in p.get("children") or ():
             if _is_number(v := c.get("cpu_percent")):
                 c["cpu_percent"] = _whole(v)
-    for d in (rec.get("devices") or {}).values():
-        if fresh is not None and id(d) not in fresh:
-            continue
+    for d in _to_round(rec, "devices", fresh, last):
         for k in ("pcie_rx", "pcie_tx"):
             if _is_number(v := d.get(k)):
                 d[k] = _significant(v)
-    for lk in (rec.get("links") or {}).values():  # a hundred and more on a slow tick
-        if fresh is not None and id(lk) not in fresh:
-            continue
+    for lk in _to_round(rec, "links", fresh, last):  # a hundred and more on a slow tick
         for k in ("rx", "tx"):
-            if _is_number(v := lk.get(k)):
+            # A float (the common case) first, without the call that _is_number costs.
+            if type(v := lk.get(k)) is float or _is_number(v):
                 lk[k] = _significant(v)
+
+
+def _to_round(rec: Mapping[str, Any], part: str, fresh: set[int] | None,
+              last: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The objects of a keyed part of `rec` that round_to_sensor has not rounded before."""
+    items = rec.get(part)
+    if not items or (last is not None and fresh is not None and last.get(part) is items):
+        return []
+    if fresh is None:
+        return list(items.values())
+    return [x for x in items.values() if id(x) in fresh]
 
 
 def _is_number(v: Any) -> bool:
@@ -95,7 +104,7 @@ def _whole(v: Any) -> Any:
     return float(round(v)) if _is_number(v) and math.isfinite(v) else v
 
 
-def _significant(v: float) -> float:
+def _significant(v: Any) -> float:
     return float(f"{v:.3g}")
 
 
@@ -191,7 +200,7 @@ class RecordingWriter:
         # An object the source handed again unchanged keeps its dict (rounded alike again):
         # its patch is empty and the summary's decoder reuses what it built from it.
         rec = to_record(snap, self._memo, self._keys)
-        round_to_sensor(rec, fresh=self._memo.built)
+        round_to_sensor(rec, fresh=self._memo.built, last=self._prev)
         keyframe = self._prev is None or self._since_keyframe >= self._keyframe_every
         patch = None if keyframe else diff(self._prev or {}, rec, self._memo.since)
         self._memo.next_tick()

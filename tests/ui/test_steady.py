@@ -117,6 +117,51 @@ async def test_a_card_drawn_from_its_kept_border_is_the_card_textual_draws() -> 
                                           for line in textual_lines(card)[1:4]]
 
 
+async def test_text_lines_set_in_their_kept_padding_are_the_lines_textual_draws() -> None:
+    """The header, the warning bar, the process status and the GPU lines keep the padding
+    Textual drew around their text and set each new text in it: through ticks, a warning, the
+    selection on a GPU line, and another theme, what they draw is what Textual draws."""
+    from gputop.ui.widgets.text_line import TextLine
+
+    def textual_lines(line: TextLine) -> list[list[tuple[str, Any]]]:
+        line._styles_cache.clear()
+        return [[(seg.text, seg.style) for seg in strip]
+                for strip in Widget.render_lines(line, line.outer_size.region)]
+
+    def kept_lines(line: TextLine) -> list[list[tuple[str, Any]]]:
+        return [[(seg.text, seg.style) for seg in strip]
+                for strip in line.render_lines(line.outer_size.region)]
+
+    def check() -> list[TextLine]:
+        lines = [line for line in app.query(TextLine) if line.display and line.outer_size]
+        assert {type(line).__name__ for line in lines} >= {"StatusHeader", "WarningBar",
+                                                          "GpuRow", "TextLine"}
+        for line in lines:
+            kept_lines(line)  # what is on screen: the frames are kept from here
+        return lines
+
+    app = make_app(layout="compact")
+    async with app.run_test(size=(120, 40)) as pilot:
+        snaps = series(12, util=sawtooth)
+        await show(app, pilot, snaps[:3])
+        app.add_warning("the data feed is slow")
+        await pilot.pause()
+        lines = check()
+        await show(app, pilot, snaps[3:8])
+        for line in lines:
+            assert kept_lines(line) == textual_lines(line), line
+        app.dashboard.gpus.focus()
+        await pilot.press("down")
+        app.apply_snapshot(troubled(8))
+        await pilot.pause()
+        for line in lines:
+            assert kept_lines(line) == textual_lines(line), line
+        app.theme = "textual-light"
+        await show(app, pilot, snaps[9:12])
+        for line in lines:
+            assert kept_lines(line) == textual_lines(line), line
+
+
 async def test_meter_lines_drawn_from_their_parts_are_the_lines_of_their_content() -> None:
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
@@ -163,14 +208,17 @@ async def test_a_meter_change_found_from_its_parts_is_the_change_of_its_line() -
         assert changed_parts((("GPU " * 20, ""),), (("GPU", ""),), width) is None
 
 
-async def test_a_tick_draws_the_widgets_on_the_rows_it_repaints_and_no_others() -> None:
-    """The GPUs and the header change, the process list does not: the compositor does not
-    draw the process list, the footer or the screen below the GPUs again."""
+async def test_a_tick_draws_the_widgets_that_show_on_the_cells_it_repaints_and_no_others() -> None:
+    """The GPUs and the header change, the process list does not: the compositor draws the
+    cards and the header, not the process list, the footer, nor the screen, the GPU panel and
+    the grid behind the cards (every cell repainted is a card's)."""
     app = make_app(table_interval=3600.0)  # the process list is drawn with the first tick only
     async with app.run_test(size=(200, 50)) as pilot:
         await show(app, pilot, series(3))
         drawn: list[tuple[str, int, int]] = []
+        panel = app.dashboard.gpus
         widgets = [app.dashboard, app.dashboard.table, app.dashboard.query_one(Footer),
+                   panel, panel.query_one("#gpu-cards"), app.dashboard.header,
                    *app.query(GpuCard)]
         for widget in widgets:
             def render_lines(crop: Region, widget: Widget = widget,
@@ -181,13 +229,79 @@ async def test_a_tick_draws_the_widgets_on_the_rows_it_repaints_and_no_others() 
             widget.render_lines = render_lines  # type: ignore[method-assign]
         await show(app, pilot, [node(3)])
         names = {name for name, _, _ in drawn}
-        assert "GpuCard" in names and "DashboardScreen" in names
-        assert "ProcessTable" not in names and "Footer" not in names
-        gpus_end = app.dashboard.gpus.region.bottom
-        assert all(bottom <= gpus_end for name, _, bottom in drawn if name == "DashboardScreen")
+        assert {"GpuCard", "StatusHeader"} <= names
+        assert not names & {"ProcessTable", "Footer", "DashboardScreen", "GpuPanel", "Grid"}
         # A card is drawn from its first changed line to its last, not whole.
         assert all(bottom - top < gpu_card.CARD_HEIGHT for name, top, bottom in drawn
                    if name == "GpuCard")
+
+
+async def test_a_cell_no_widget_covers_is_drawn_from_the_widget_behind() -> None:
+    """Between two cards is the grid: a repaint of cells there and in a card draws both, each
+    on its own cells, and the terminal gets what a full repaint shows."""
+    from textual._compositor import ChopsUpdate
+
+    app = make_app(table_interval=3600.0)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await show(app, pilot, series(3))
+        grid = app.dashboard.gpus.query_one("#gpu-cards")
+        first, second = sorted(app.query(GpuCard), key=lambda c: c.index)[:2]
+        y = first.region.y + 2
+        gap = Region(first.region.right, y, second.region.x - first.region.right, 1)
+        assert gap.width > 0 and grid.region.contains_region(gap)
+        drawn: list[str] = []
+        for widget in (app.dashboard, grid, first, second):
+            def render_lines(crop: Region, widget: Widget = widget,
+                             draw: Any = widget.render_lines) -> Any:
+                drawn.append(type(widget).__name__)
+                return draw(crop)
+
+            widget.render_lines = render_lines  # type: ignore[method-assign]
+        compositor = app.screen._compositor
+        compositor._dirty_regions.update({gap.expand((1, 0)), Region(first.region.x + 3, y, 4, 1)})
+        update = compositor.render_update(screen_stack=app._background_screens)
+        assert isinstance(update, ChopsUpdate)
+        assert drawn == ["GpuCard", "GpuCard", "Grid"]  # front to back; not the screen
+        full = compositor.render_strips()
+        assert {row for row, _, _ in update.spans} == {y}
+        for _y, x1, x2 in update.spans:
+            for x in range(x1, x2):
+                assert _cell(update.chops[y].items(), x) == _cell([(0, full[y])], x)
+
+
+def _cell(line: Any, x: int) -> tuple[str, Any]:
+    """The character and style of cell `x` of a line drawn as (start, strip) pieces."""
+    for start, strip in line:
+        if strip is not None and start <= x < start + strip.cell_length:
+            pos = start
+            for text, style, _ in strip:
+                if pos <= x < pos + len(text):
+                    return text[x - pos], style
+                pos += len(text)
+    raise AssertionError(f"no line drawn at {x}")
+
+
+async def test_lines_drawn_in_a_tick_are_freed_without_the_garbage_collector() -> None:
+    """A line the compositor did not cut kept itself among its divisions: a reference cycle,
+    so every line a tick drew waited for the garbage collector, with its segments and caches."""
+    from textual.strip import Strip
+
+    app = make_app()
+    async with app.run_test(size=(200, 50)) as pilot:
+        snaps = series(12, util=sawtooth)
+        await show(app, pilot, snaps[:6])
+        gc.collect()
+        gc.disable()
+        try:
+            await show(app, pilot, snaps[6:])
+            gc.set_debug(gc.DEBUG_SAVEALL)
+            gc.collect()
+            left = [o for o in gc.garbage if isinstance(o, Strip)]
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+            gc.enable()
+        assert [strip.text for strip in left] == []
 
 
 async def test_settling_sets_start_up_aside_collects_less_often_and_ticks_go_on() -> None:

@@ -1,5 +1,6 @@
 """Lines for the line-API widgets (cards, rows, header, process table): Content to Strip with
-theme variables resolved, and the cells of a line that changed since it was last painted.
+theme variables resolved, the cells of a line that changed since it was last painted, and the
+border and padding a widget's changing lines are set in (`framed_lines`).
 
 Repainting only the changed cells matters over SSH: a card line that went from 97 % to 98 %
 sends a few cells, not the whole line with an escape sequence for every style run (with
@@ -7,7 +8,7 @@ textual_private, which makes Textual send a region from its start)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.cells import cell_len
@@ -15,6 +16,7 @@ from rich.segment import Segment
 from rich.style import Style as RichStyle
 from textual.content import Content
 from textual.filter import ANSIToTruecolor, LineFilter
+from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.style import Style
 from textual.widget import Widget
@@ -286,3 +288,78 @@ def border_label_spans(old: Content | None, new: Content | None,
         if a != b:
             add_run(runs, x, x + 1)
     return runs
+
+
+class Frame:
+    """What a line-API widget keeps of Textual's drawing of it (`framed_lines`): its border and
+    padding lines (`edges`, drawn again where `stale`: a border title changed) and the cells
+    left and right of the content on a content line; and each content line set in them, with
+    the line it was made from."""
+
+    def __init__(self, size: Size, top: int, width: int, edges: dict[int, Strip], left: Strip,
+                 right: Strip, filters: list[LineFilter], background: Color) -> None:
+        self.size = size
+        self.top = top
+        self.width = width  # of the content
+        self.edges = edges
+        self.stale: set[int] = set()
+        self.left = left
+        self.right = right
+        self.filters = filters
+        self.background = background
+        self.lines: dict[int, tuple[Strip, Strip]] = {}
+
+    @classmethod
+    def draw(cls, widget: Widget, size: Size,
+             render: Callable[[Region], list[Strip]]) -> Frame | None:
+        """Textual draws the whole widget; None where it has no content line to frame."""
+        gutter = widget.styles.gutter
+        width, height = size
+        content = width - gutter.width
+        rows = range(gutter.top, height - gutter.bottom)
+        if content <= 0 or not rows:
+            return None
+        strips = render(size.region)
+        sample = strips[gutter.top]
+        edges = {y: strip for y, strip in enumerate(strips) if y not in rows}
+        return cls(size, gutter.top, content, edges, sample.crop(0, gutter.left),
+                   sample.crop(width - gutter.right, width), list(widget.get_line_filters()),
+                   widget.background_colors[1])
+
+    def line(self, content_line: Callable[[int, int], Strip], y: int) -> Strip:
+        edge = self.edges.get(y)
+        if edge is not None:
+            return edge
+        content = content_line(y - self.top, self.width)
+        kept = self.lines.get(y)
+        if kept is not None and kept[0] is content:
+            return kept[1]
+        filtered = apply_filters(content, self.filters, self.background)
+        line = Strip([*self.left, *filtered, *self.right], self.size.width)
+        self.lines[y] = (content, line)
+        return line
+
+
+def framed_lines(widget: Widget, frame: Frame | None, crop: Region,
+                 content_line: Callable[[int, int], Strip],
+                 render: Callable[[Region], list[Strip]]) -> tuple[Frame | None, list[Strip]]:
+    """`widget.render_lines(crop)` for a line-API widget whose lines change often: its content
+    lines (`content_line(y, width)`) set in the `frame` it keeps of Textual's drawing (`render`,
+    Textual's own `render_lines`), drawn anew when there is none or the size changed. The frame
+    to keep, and the lines.
+
+    Textual's own path (the widget's styles cache) draws the border and the padding around
+    every content line again whenever the line changed, then runs the app's line filters over
+    the result: several times the cost of the line itself, for every GPU card and the header
+    each tick. The widget drops its frame where Textual draws it all again: a refresh of the
+    whole widget, a change of styles."""
+    size = widget.outer_size
+    if frame is None or frame.size != size:
+        frame = Frame.draw(widget, size, render)
+        if frame is None:
+            return None, render(crop)
+    lines = [frame.line(content_line, y) for y in crop.line_range]
+    if crop.width != size.width:
+        x1, x2 = crop.column_span
+        lines = [line.crop(x1, x2) for line in lines]
+    return frame, lines

@@ -14,14 +14,15 @@ this cuts what a tick sends to the terminal by more than half (bench/ui_bench.py
 Textual's update class is private; `install` checks that it still has the shape this code was
 written against and otherwise leaves Textual as it is (tests/ui/test_output.py then fails).
 
-A partial repaint draws the widgets on the rows it repaints, and only those rows.
+A partial repaint draws the widgets that show on the cells it repaints, and only on their rows.
 
 Textual draws a partial repaint from every widget whose clip overlaps the rectangle around the
 dirty regions, and each of those whole: a widget's clip is mostly the screen, so a tick that
-changes the header and the GPU cards also draws every line of the process table, the footer
-and the screen behind them, for rows it does not send (`Compositor._get_renders`).
-`_renders_on_rows` draws only the widgets that show on the rectangle's rows, on those rows: the
-lines sent are the same, drawn from the same widgets in the same order.
+changes the header and the GPU cards also draws every line of the process table, the footer,
+and the screen, the GPU panel and the grid behind the cards, for cells it does not send
+(`Compositor._get_renders`). `_renders_on_rows` draws, front to back, only the widgets that
+show on a dirty cell that no widget in front of them covers, each on the rows of those cells:
+the lines sent are the same, drawn from the same widgets in the same order.
 
 `repaint_now`: a widget that repaints a few cells every tick hands the repaint to the screen
 at once, instead of waking its own message loop to do it when idle (with 8 GPU cards, eight
@@ -37,7 +38,7 @@ import linecache
 import os
 import selectors
 from codecs import getincrementaldecoder
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from rich.cells import cell_len
@@ -123,48 +124,114 @@ def render_segments(self: Any, console: Console) -> str:
     return "".join(sequences)
 
 
-# The rows a partial update repaints, while Compositor.render_partial_update runs.
-_rows: frozenset[int] | None = None
+# The cells a partial update repaints, by row ([start, end) runs), while
+# Compositor.render_partial_update runs; `_renders_on_rows` takes away those it has drawn.
+_uncovered: dict[int, list[tuple[int, int]]] | None = None
 
 
 def _partial_update(self: Any) -> Any:
-    """`Compositor.render_partial_update`, noting the rows it repaints for `_renders_on_rows`
-    (Textual looks only at those: its `is_rendered_line`)."""
-    global _rows
+    """`Compositor.render_partial_update`, noting the cells it repaints for `_renders_on_rows`
+    (Textual sends only those: its spans)."""
+    global _uncovered
     assert _render_partial_update is not None  # installed only where Textual has it
-    _rows = frozenset(y for region in self._dirty_regions for y in region.line_range)
+    _uncovered = _cells_by_row(self._dirty_regions)
     try:
         return _render_partial_update(self)
     finally:
-        _rows = None
+        _uncovered = None
+
+
+def _cells_by_row(regions: Iterable[Region]) -> dict[int, list[tuple[int, int]]]:
+    rows: dict[int, list[tuple[int, int]]] = {}
+    for x, y, width, height in regions:
+        for row in range(y, y + height):
+            rows.setdefault(row, []).append((x, x + width))
+    return rows
 
 
 def _renders_on_rows(self: Any, crop: Region | None = None) -> Iterator[
         tuple[Region, Region, list[Strip]]]:
     """`Compositor._get_renders`: (region, clip, lines) of each visible widget, front to back.
     For a `crop`, only the widgets that show on its rows, each drawn on those rows only (the
-    clip given back is cut to them, as `_render_chops` places the lines by it); in a partial
-    update, from the first to the last row it repaints of each widget."""
+    clip given back is cut to them, as `_render_chops` places the lines by it).
+
+    In a partial update, only the widgets that show on a repainted cell that no widget in front
+    of them covers, from the first row of those cells to the last: `_render_chops` takes a
+    cell's line from the first widget drawn there, so a widget behind (the screen, a container)
+    would be drawn for nothing."""
     if crop is None:
         assert _get_renders is not None  # installed only where Textual has it
         yield from _get_renders(self, crop)
         return
     top, bottom = crop.y, crop.bottom
-    rows = _rows
+    uncovered = _uncovered
+    drawn: list[list[Strip]] = []
     for widget, (region, clip) in self.visible_widgets.items():
         x, y, width, height = region.intersection(clip)
         y1, y2 = max(y, top), min(y + height, bottom)
         if width <= 0 or y2 <= y1:
             continue
-        if rows is not None:
-            shown = [row for row in range(y1, y2) if row in rows]
-            if not shown:
+        if uncovered is not None:
+            right = x + width
+            first = last = -1
+            for row in range(y1, y2):
+                runs = uncovered.get(row)
+                if not runs:
+                    continue
+                left: list[tuple[int, int]] = []  # the cells this widget does not cover
+                for start, end in runs:
+                    if end <= x or start >= right:
+                        left.append((start, end))
+                        continue
+                    if start < x:
+                        left.append((start, x))
+                    if end > right:
+                        left.append((right, end))
+                    if first < 0:
+                        first = row
+                    last = row
+                uncovered[row] = left
+            if first < 0:
                 continue
-            y1, y2 = shown[0], shown[-1] + 1  # one call: each costs Textual some set-up
-        yield (region, Region(x, y1, width, y2 - y1),
-               widget.render_lines(Region(x - region.x, y1 - region.y, width, y2 - y1)))
+            y1, y2 = first, last + 1  # one call: each costs Textual some set-up
+        lines = widget.render_lines(Region(x - region.x, y1 - region.y, width, y2 - y1))
+        drawn.append(lines)
+        yield region, Region(x, y1, width, y2 - y1), lines
+    # `_render_chops` has divided every line given to it by now (it asks for the next widget's
+    # lines when it is done with the last's).
+    if _UNTIE:
+        for lines in drawn:
+            untie(lines)
 
 
+def untie(lines: Iterable[Strip]) -> None:
+    """Forgets each line's division into one piece (itself).
+
+    `_render_chops` divides each line it draws at the edges of the widgets on its row, and a
+    Strip keeps each division it made: a line not cut at all keeps itself (`Strip.divide`
+    gives `[self]`). That is a reference cycle, so every line a tick drew, the GPU cards'
+    meters, the header, the process rows, outlived the tick until the garbage collector found
+    it, with its segments and its seven caches: most of what a collection of the running
+    dashboard freed, one every few ticks at some milliseconds each. Forgotten once the lines
+    are divided, a line goes as soon as its widget lets it go."""
+    for strip in lines:
+        cache = strip._divide_cache._cache
+        if cache:
+            for key, pieces in list(cache.items()):
+                if len(pieces) == 1 and pieces[0] is strip:
+                    del cache[key]
+
+
+def _untie_shape() -> bool:
+    """Whether a Strip keeps its divisions as `untie` expects."""
+    try:
+        strip = Strip([], 0)
+        return isinstance(strip._divide_cache._cache, dict)
+    except AttributeError:  # pragma: no cover - another Textual: its own behaviour
+        return False
+
+
+_UNTIE = _untie_shape()
 _get_renders = getattr(Compositor, "_get_renders", None)
 _render_partial_update = getattr(Compositor, "render_partial_update", None)
 

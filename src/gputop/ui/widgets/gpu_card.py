@@ -37,12 +37,13 @@ from gputop.model import DeviceSample, Missing, value
 from gputop.model.memory_split import MemorySplit
 from gputop.ui import bars, memory, textual_private
 from gputop.ui.render import (
+    Frame,
     add_run,
-    apply_filters,
     border_label_spans,
     changed_parts,
     changed_spans,
     content_strip,
+    framed_lines,
     parts_segments,
     parts_strip,
 )
@@ -56,11 +57,6 @@ from gputop.ui.widgets.history_graph import GAP, gap_runs, graph_line
 from gputop.ui.widgets.text_line import same
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from textual.color import Color
-    from textual.filter import LineFilter
-    from textual.geometry import Size
     from typing_extensions import Self
 
 BAR_WIDTH = 14
@@ -248,7 +244,7 @@ class GpuCard(textual_private.RepaintsNow, Widget):
         self._strips: dict[int, Strip] = {}  # rendered lines, dropped when they change
         self._parts: dict[int, tuple[Line, list[Segment], str, list[Segment]]] = {}  # _make_strip
         self._style_cache: list[tuple[RichStyle, RichStyle]] = []
-        self._frame: _Frame | None = None  # see render_lines
+        self._frame: Frame | None = None  # see render_lines
         self._title = self.border_title = Content(f"{index}")
 
     def notify_style_update(self) -> None:
@@ -414,28 +410,17 @@ class GpuCard(textual_private.RepaintsNow, Widget):
         return Strip([*meter, *graph], width)
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        """The card's lines as the compositor asks for them, every tick.
-
-        Textual's own path (the widget's styles cache) draws the border and the padding around
-        every content line again whenever the line changed, then runs the app's line filters
-        over the result: several times the cost of the line itself, for the eight cards each
-        tick. Here the border lines and the frame around a content line (border and padding,
-        as Textual drew them) are kept, and a changed content line is set into that frame.
-        Textual draws everything again when the styles or the size change (refresh())."""
+        """The card's lines as the compositor asks for them, every tick: each changed content
+        line set in the border and padding Textual drew (render.framed_lines). A border line
+        whose title or legend changed is drawn by Textual again."""
         frame = self._frame
         size = self.outer_size
-        if frame is None or frame.size != size:
-            frame = self._frame = _Frame.draw(self, size, super().render_lines)
-            if frame is None:
-                return super().render_lines(crop)
-        elif frame.stale:
+        if frame is not None and frame.size == size and frame.stale:
             for y in frame.stale:
                 frame.edges[y] = super().render_lines(Region(0, y, size.width, 1))[0]
             frame.stale.clear()
-        lines = [frame.line(self, y) for y in crop.line_range]
-        if crop.width != size.width:
-            x1, x2 = crop.column_span
-            lines = [line.crop(x1, x2) for line in lines]
+        self._frame, lines = framed_lines(self, frame, crop, self._content_line,
+                                          super().render_lines)
         return lines
 
     def _history_styles(self) -> list[tuple[RichStyle, RichStyle]]:
@@ -525,53 +510,3 @@ def _differ(old: str, new: str) -> tuple[int, int]:
     while old[last] == new[last]:
         last -= 1
     return first, last
-
-
-class _Frame:
-    """What GpuCard.render_lines keeps of Textual's drawing of a card: its border lines (`edges`,
-    drawn again where `stale`: a title or legend changed) and the cells left and right of the
-    content on a content line; and each content line set in them, with the line it was made
-    from."""
-
-    def __init__(self, size: Size, top: int, width: int, edges: dict[int, Strip], left: Strip,
-                 right: Strip, filters: list[LineFilter], background: Color) -> None:
-        self.size = size
-        self.top = top
-        self.width = width  # of the content
-        self.edges = edges
-        self.stale: set[int] = set()
-        self.left = left
-        self.right = right
-        self.filters = filters
-        self.background = background
-        self.lines: dict[int, tuple[Strip, Strip]] = {}
-
-    @classmethod
-    def draw(cls, card: GpuCard, size: Size,
-             render: Callable[[Region], list[Strip]]) -> _Frame | None:
-        """Textual draws the whole card; None where it has no content line to frame."""
-        gutter = card.styles.gutter
-        width, height = size
-        content = width - gutter.width
-        rows = range(gutter.top, height - gutter.bottom)
-        if content <= 0 or not rows:
-            return None
-        strips = render(size.region)
-        sample = strips[gutter.top]
-        edges = {y: strip for y, strip in enumerate(strips) if y not in rows}
-        return cls(size, gutter.top, content, edges, sample.crop(0, gutter.left),
-                   sample.crop(width - gutter.right, width), list(card.get_line_filters()),
-                   card.background_colors[1])
-
-    def line(self, card: GpuCard, y: int) -> Strip:
-        edge = self.edges.get(y)
-        if edge is not None:
-            return edge
-        content = card._content_line(y - self.top, self.width)
-        kept = self.lines.get(y)
-        if kept is not None and kept[0] is content:
-            return kept[1]
-        filtered = apply_filters(content, self.filters, self.background)
-        line = Strip([*self.left, *filtered, *self.right], self.size.width)
-        self.lines[y] = (content, line)
-        return line

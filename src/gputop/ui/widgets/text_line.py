@@ -7,13 +7,18 @@ ticks sends two cells to the terminal, not the whole line."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.content import Content
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
 from gputop.ui import textual_private
-from gputop.ui.render import changed_spans, content_strip
+from gputop.ui.render import Frame, changed_spans, content_strip, framed_lines
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 
 def same(a: Content | None, b: Content | None) -> bool:
@@ -41,6 +46,7 @@ class TextLine(textual_private.RepaintsNow, Widget):
         super().__init__(id=id, classes=classes)
         self._content = content or Content("")
         self._strip: Strip | None = None
+        self._frame: Frame | None = None  # see render_lines
 
     @property
     def content(self) -> Content:
@@ -72,13 +78,29 @@ class TextLine(textual_private.RepaintsNow, Widget):
         return content_strip(self, self._content, width)
 
     def render_line(self, y: int) -> Strip:
-        width = self.size.width
+        return self._content_line(y, self.size.width)
+
+    def _content_line(self, y: int, width: int) -> Strip:
         if y:
             return Strip.blank(width, self.visual_style.rich_style)
         if self._strip is None or self._strip.cell_length != width:
             self._strip = self.make_strip(width)
         return self._strip
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """The line set in the padding Textual drew around it (render.framed_lines): the
+        header's line changes every tick."""
+        self._frame, lines = framed_lines(self, self._frame, crop, self._content_line,
+                                          super().render_lines)
+        return lines
+
+    def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False,
+                recompose: bool = False) -> Self:
+        if not regions and repaint:
+            self._frame = None  # all of it drawn by Textual again
+        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
+
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._strip = None
+        self._frame = None

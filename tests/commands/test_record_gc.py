@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gputop.commands.main import main
-from gputop.commands.monitor import RECORDER_GC_THRESHOLD
+from gputop.feeds import STEADY_GC_THRESHOLD
 from gputop.recording import RecordingWriter, read_recording
 
 
@@ -32,7 +32,7 @@ def test_a_headless_recording_sets_the_collector_aside_and_back(
     first, *rest = seen
     assert first == before  # start-up still going: as it was
     for threshold, frozen in rest:
-        assert threshold[0] == max(before[0][0], RECORDER_GC_THRESHOLD)
+        assert threshold[0] == max(before[0][0], STEADY_GC_THRESHOLD)
         assert threshold[1:] == before[0][1:]
         assert frozen > before[1]  # the modules, the diagnostics...
     assert (gc.get_threshold(), gc.get_freeze_count()) == before

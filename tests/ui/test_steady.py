@@ -23,10 +23,10 @@ from textual.geometry import Region
 from textual.widget import Widget
 from textual.widgets import Footer
 
+from gputop.feeds import STEADY_GC_THRESHOLD
 from gputop.model import Missing
 from gputop.model.memory_split import memory_split
 from gputop.testing.synthetic import GIB, h100
-from gputop.ui.app import STEADY_GC_THRESHOLD
 from gputop.ui.render import changed_parts, changed_spans, content_strip, parts_strip
 from gputop.ui.widgets import gpu_card
 from gputop.ui.widgets.gpu_card import HISTORIES, GpuCard

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import signal
@@ -21,6 +20,7 @@ from gputop.commands.args import add_display_args, device_list, positive, size, 
 from gputop.commands.complete import SHELLS, completion_script, manpage
 from gputop.commands.web import in_browser, serve
 from gputop.errors import GputopError, RecordingError
+from gputop.feeds import GcSettings, settle_gc, unsettle_gc
 from gputop.feeds.live import live_poller
 from gputop.safetext import encodable_tree, printable
 from gputop.ui.view.status import use_thresholds
@@ -36,11 +36,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 ONCE_TIMEOUT_S = 30.0
-# The headless recorder's youngest generation of objects is collected after this many new
-# objects instead of Python's 700, once start-up is over (the dashboard does the same): a tick
-# leaves some hundreds that live for minutes (the summary's diagnostics keep ten minutes of
-# Snapshots), so at 700 a collection came every few ticks and walked them all.
-RECORDER_GC_THRESHOLD = 10_000
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -242,7 +237,7 @@ def run_record_headless(args: argparse.Namespace, err: TextIO) -> int:
     err.write(f"gputop: recording to {args.record} every {args.interval:g} s "
               "(Ctrl-C to stop)\n")
     failed: RecordingError | None = None
-    gc_was: tuple[tuple[int, int, int], int] | None = None
+    gc_was: GcSettings | None = None
     try:
         next_at = time.monotonic()
         poll = _Repeated(feed.poll_once)
@@ -250,7 +245,7 @@ def run_record_headless(args: argparse.Namespace, err: TextIO) -> int:
             snap = poll.call(ONCE_TIMEOUT_S)
             writer.write(snap)
             if writer.ticks == 1 and gc_was is None:
-                gc_was = _settle_gc()  # the first tick loaded the rest: start-up is over
+                gc_was = settle_gc()  # the first tick loaded the rest: start-up is over
             for line in newly_lost(snap, lost):
                 err.write(f"gputop: {line}\n")
                 err.flush()
@@ -264,9 +259,7 @@ def run_record_headless(args: argparse.Namespace, err: TextIO) -> int:
         feed.close()
         failed = _close_recording(writer, failed)
         if gc_was is not None:  # as it was: main() may be called again in one process
-            gc.set_threshold(*gc_was[0])
-            if not gc_was[1]:
-                gc.unfreeze()
+            unsettle_gc(gc_was)
     if failed is not None:
         raise failed  # main prints it as the one line
     files = writer.segments
@@ -274,18 +267,6 @@ def run_record_headless(args: argparse.Namespace, err: TextIO) -> int:
              else f"{len(files)} files, {files[0]} to {files[-1].name}")
     err.write(f"gputop: {writer.ticks} snapshots, {writer.bytes_written} bytes in {where}\n")
     return 0
-
-
-def _settle_gc() -> tuple[tuple[int, int, int], int]:
-    """What start-up built (modules, the diagnostics, the GPUs' handles) lives as long as the
-    recorder: frozen, the garbage collector no longer walks it, and from then on the youngest
-    generation is collected every RECORDER_GC_THRESHOLD new objects. Returns the thresholds
-    it replaced and how many objects were frozen before."""
-    was = gc.get_threshold(), gc.get_freeze_count()
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(max(was[0][0], RECORDER_GC_THRESHOLD), *was[0][1:])
-    return was
 
 
 def newly_lost(snap: Snapshot, known: set[int]) -> list[str]:

@@ -7,6 +7,7 @@ which can also seek, is replay.control.ReplayFeed."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator
 from typing import Protocol
 
@@ -29,4 +30,36 @@ class PolledFeed(Feed, Protocol):
     def poll_once(self) -> Snapshot: ...
 
 
-__all__ = ["Feed", "PolledFeed"]
+# Once start-up is over, the collector's youngest generation is collected after this many new
+# objects instead of Python's 700: a tick leaves some hundreds that live for minutes (the
+# diagnostics keep ten minutes of Snapshots), so at 700 a collection came every tick or two and
+# walked them all.
+STEADY_GC_THRESHOLD = 10_000
+
+GcSettings = tuple[tuple[int, int, int], int]  # thresholds, and how many objects were frozen
+
+
+def settle_gc() -> GcSettings:
+    """For a process that consumes a feed for hours (the dashboard, the recorder), once its
+    start-up is over: what start-up built (modules, widgets, the GPUs' handles) lives as long as
+    the process, and frozen, the garbage collector no longer walks it (a full sweep of the
+    running dashboard took about 50 ms of CPU with it and a few ms without). From then on the
+    youngest generation is collected every STEADY_GC_THRESHOLD new objects. Returns what it
+    replaced, for `unsettle_gc`."""
+    was = gc.get_threshold(), gc.get_freeze_count()
+    gc.collect()
+    gc.freeze()
+    young, older, oldest = was[0]
+    gc.set_threshold(max(young, STEADY_GC_THRESHOLD), older, oldest)
+    return was
+
+
+def unsettle_gc(was: GcSettings) -> None:
+    """The collector as it was before `settle_gc` (tests run many commands in one process)."""
+    gc.set_threshold(*was[0])
+    if not was[1]:
+        gc.unfreeze()
+
+
+__all__ = ["STEADY_GC_THRESHOLD", "Feed", "GcSettings", "PolledFeed", "settle_gc",
+           "unsettle_gc"]

@@ -167,10 +167,11 @@ class Poller:
             yield ahead if ahead is not None else await self.poll()
 
     def close(self) -> None:
-        for src in [*self.sources, self._host]:
+        host_close = getattr(self._host, "close", None)  # the files a host source keeps open
+        for close in [*(src.close for src in self.sources), host_close]:
             try:
-                if src is not None:
-                    getattr(src, "close", lambda: None)()
+                if close is not None:
+                    close()
             except Exception:  # closing must never mask the reason we are closing
                 pass
         self.sources.clear()

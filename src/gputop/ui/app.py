@@ -13,7 +13,6 @@ import gputop.ui.no_tls  # noqa: F401  first: asyncio without OpenSSL (see there
 
 # isort: split
 import asyncio
-import gc
 import os
 import time
 from collections import deque
@@ -25,7 +24,7 @@ from textual.binding import Binding
 from textual.driver import Driver
 from textual.widgets import Input
 
-from gputop.feeds import Feed
+from gputop.feeds import Feed, settle_gc
 from gputop.model import DeviceSample, ProcessSample, Snapshot
 from gputop.ui import textual_private
 from gputop.ui.messages import DetailRequested, KillRequested, Say, TopologyRequested
@@ -43,10 +42,6 @@ if TYPE_CHECKING:
 
 # Seconds after start when what start-up built is set aside from the garbage collector.
 SETTLE_AFTER_S = 5.0
-# Then the collector's youngest generation is collected after this many new objects instead of
-# Python's 700: a tick leaves some hundreds that live for minutes (the diagnostics keep ten
-# minutes of Snapshots), so at 700 a collection came every tick or two and walked them all.
-STEADY_GC_THRESHOLD = 10_000
 
 OUTCOMES = {
     "gone": "PID {pid} had already exited",
@@ -142,15 +137,8 @@ class GputopApp(App[None]):
             self.set_timer(SETTLE_AFTER_S, self.settle)
 
     def settle(self) -> None:
-        """Start-up is over: the objects it left (modules, widgets, the first ticks) live as
-        long as the app. Frozen, the garbage collector no longer walks them: a full sweep of
-        the running dashboard, which comes every half minute or so, took about 50 ms of CPU
-        with them and a few ms without. From then on the youngest generation is collected
-        every STEADY_GC_THRESHOLD new objects."""
-        gc.collect()
-        gc.freeze()
-        young, older, oldest = gc.get_threshold()
-        gc.set_threshold(max(young, STEADY_GC_THRESHOLD), older, oldest)
+        """Start-up is over (feeds.settle_gc)."""
+        settle_gc()
 
     async def _consume(self) -> None:
         assert self.feed is not None

@@ -51,6 +51,11 @@ def _rich(widget: Widget, base: Style, style: str | Style,
     return found
 
 
+# A line `width` cells wide as style runs: its text, where each run ends, and each run's style
+# (`part_runs`, `changed_runs`).
+Runs = tuple[str, list[int], list[Any]]
+
+
 def content_strip(widget: Widget, content: Content, width: int,
                   base: Style | None = None) -> Strip:
     """`content` as a Strip exactly `width` cells wide, on the widget's own style (or `base`).
@@ -124,8 +129,7 @@ def parts_segments(widget: Widget, parts: Sequence[tuple[str, str]],
     return merged
 
 
-def _cells(parts: Sequence[tuple[str, str]],
-           width: int) -> tuple[str, list[int], list[str]] | None:
+def part_runs(parts: Sequence[tuple[str, str]], width: int) -> Runs | None:
     """A line of parts as `parts_strip` draws it `width` cells wide: its text, where each run
     of one part ends, and each run's style ("" for the blanks that pad it). None where a cell
     is not a character (one two cells wide) or the line is cut."""
@@ -155,16 +159,13 @@ def changed_parts(old: Sequence[tuple[str, str]], new: Sequence[tuple[str, str]]
     the parts without drawing them: where a style differs every cell counts, elsewhere the
     characters that differ (two style texts that draw the same count as different). None
     where the lines cannot be compared cell by cell."""
-    a, b = _cells(old, width), _cells(new, width)
+    a, b = part_runs(old, width), part_runs(new, width)
     if a is None or b is None:
         return None
-    return _changed_runs(a, b, width)
+    return changed_runs(a, b, width)
 
 
-_Runs = tuple[str, list[int], list[Any]]  # a line's text, where each style run ends, its styles
-
-
-def _changed_runs(a: _Runs, b: _Runs, width: int) -> list[tuple[int, int]]:
+def changed_runs(a: Runs, b: Runs, width: int) -> list[tuple[int, int]]:
     """The changed cells of two lines `width` cells wide given as style runs: walking the two
     lines' runs together, where the styles differ every cell counts, where they agree only the
     characters that differ (one run from the first to the last of them in each stretch)."""
@@ -242,10 +243,10 @@ def changed_spans(old: Strip | None, new: Strip) -> list[tuple[int, int]]:
     a_runs, b_runs = _segment_runs(a), _segment_runs(b)
     if len(a_runs[0]) != width or len(b_runs[0]) != width:
         return whole
-    return _changed_runs(a_runs, b_runs, width)
+    return changed_runs(a_runs, b_runs, width)
 
 
-def _segment_runs(segments: list[Segment]) -> _Runs:
+def _segment_runs(segments: list[Segment]) -> Runs:
     ends: list[int] = []
     pos = 0
     for segment in segments:

@@ -38,12 +38,14 @@ from gputop.model.memory_split import MemorySplit
 from gputop.ui import bars, memory, textual_private
 from gputop.ui.render import (
     Frame,
+    Runs,
     add_run,
     border_label_spans,
-    changed_parts,
+    changed_runs,
     changed_spans,
     content_strip,
     framed_lines,
+    part_runs,
     parts_segments,
     parts_strip,
 )
@@ -243,6 +245,7 @@ class GpuCard(textual_private.RepaintsNow, Widget):
         self._title: Content | None = None
         self._strips: dict[int, Strip] = {}  # rendered lines, dropped when they change
         self._parts: dict[int, tuple[Line, list[Segment], str, list[Segment]]] = {}  # _make_strip
+        self._runs: dict[int, tuple[Parts, Runs | None]] = {}  # _meter_runs
         self._style_cache: list[tuple[RichStyle, RichStyle]] = []
         self._frame: Frame | None = None  # see render_lines
         self._title = self.border_title = Content(f"{index}")
@@ -269,7 +272,9 @@ class GpuCard(textual_private.RepaintsNow, Widget):
         limit = float(value(d.power_limit, 0) or self._scales[2])
         self._scales = (100.0, total, limit)
         width = self._width()
-        if d != self._sample or split != self._split:
+        # A sample that held still is the very same object (the poller keeps it); comparing
+        # two samples field by field costs more than building the lines again.
+        if d is not self._sample or split != self._split:
             was_lost = self._sample is None or self._sample.lost is not None
             self._sample = d
             self._split = split
@@ -327,7 +332,9 @@ class GpuCard(textual_private.RepaintsNow, Widget):
         if was[1] is not now[1]:
             found = None
             if isinstance(was[0], tuple) and isinstance(now[0], tuple):
-                found = changed_parts(was[0], now[0], METER_WIDTH + 1)
+                old_runs, new_runs = self._meter_runs(y, was[0]), self._meter_runs(y, now[0])
+                if old_runs is not None and new_runs is not None:
+                    found = changed_runs(old_runs, new_runs, METER_WIDTH + 1)
             spans = found if found is not None else changed_spans(
                 Strip(was[1], METER_WIDTH + 1), Strip(now[1], METER_WIDTH + 1))
         if was[2] != now[2]:
@@ -335,6 +342,16 @@ class GpuCard(textual_private.RepaintsNow, Widget):
             start = METER_WIDTH + 1
             add_run(spans, start + first, start + last + 1)
         return [Region(x1, y, x2 - x1, 1) for x1, x2 in spans]
+
+    def _meter_runs(self, y: int, parts: Parts) -> Runs | None:
+        """`render.part_runs` of the meter of line `y`: the meter on screen was the new one
+        of the last comparison, and is not cut into runs again."""
+        kept = self._runs.get(y)
+        if kept is not None and kept[0] is parts:
+            return kept[1]
+        runs = part_runs(parts, METER_WIDTH + 1)
+        self._runs[y] = (parts, runs)
+        return runs
 
     def _graph(self, y: int, width: int) -> str:
         """History line `y` as text. One new value per tick: shift the last text by one cell

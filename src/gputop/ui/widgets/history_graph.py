@@ -72,6 +72,8 @@ class HistoryGraph(Widget):
 def gap_runs(text: str) -> list[str]:
     """`text` cut where it switches between graph cells and gap dots: a line is a handful of
     segments, not one per cell."""
+    if GAP not in text:  # the common case: every tick had a value
+        return [text] if text else []
     runs: list[str] = []
     start = 0
     for i in range(1, len(text) + 1):

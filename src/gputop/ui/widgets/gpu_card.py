@@ -71,8 +71,8 @@ def _muted_if_missing(v: object) -> str:
     return styles.MUTED if isinstance(v, Missing) else ""
 
 
-# The three meter lines as (text, style) parts: compared and drawn every tick without building
-# a Content (render.parts_strip); the *_line functions give them as Content.
+# A GPU's lines as (text, style) parts: compared and drawn every tick without building a
+# Content (render.parts_strip); the *_line functions give them as Content.
 Parts = tuple[bars.Part, ...]
 
 
@@ -128,7 +128,7 @@ def power_line(d: DeviceSample) -> Content:
     return Content.assemble(*power_parts(d))
 
 
-# A card line: the meter lines as parts, the others (and a lost GPU's) as Content.
+# A card line: a GPU's lines as parts, a lost GPU's as Content.
 Line = Content | Parts
 
 
@@ -138,44 +138,51 @@ def _same_line(a: Line, b: Line) -> bool:
     return same(a, b)
 
 
-def thermal_line(d: DeviceSample) -> Content:
-    parts: list[Content | str | tuple[str, str]] = [
+def thermal_parts(d: DeviceSample) -> Parts:
+    hot = temp_style(d)
+    parts: list[bars.Part] = [
         ("TEMP ", styles.LABEL),
-        (fmt.label(d.temp_gpu, fmt.celsius), temp_style(d) or _muted_if_missing(d.temp_gpu)),
+        (fmt.label(d.temp_gpu, fmt.celsius), hot or _muted_if_missing(d.temp_gpu)),
     ]
     margin = value(d.temp_margin)
     if margin is not None:
         glyph = "▲ " if margin <= 10 else ""
         words = f"{margin:.0f}°C to slowdown" if margin > 0 else "at slowdown temp"
-        parts += ["  ", (f"{glyph}{words}", temp_style(d) or styles.LABEL)]
+        parts += [("  ", ""), (f"{glyph}{words}", hot or styles.LABEL)]
     if not isinstance(d.temp_mem, Missing) or d.temp_mem.reason != "unsupported":
         parts += [("  HBM ", styles.LABEL),
                   (fmt.label(d.temp_mem, fmt.celsius), _muted_if_missing(d.temp_mem))]
     parts += [("  FAN ", styles.LABEL), (fmt.label(d.fan, fmt.percent), _muted_if_missing(d.fan))]
-    return Content.assemble(*parts)
+    return tuple(parts)
+
+
+def clocks_parts(d: DeviceSample) -> Parts:
+    def pair(cur: object, top: object) -> bars.Part:
+        return f"{fmt.label(cur, fmt.mhz)}/{fmt.label(top, fmt.mhz)}", _muted_if_missing(cur)
+
+    gen, width = value(d.pcie_gen), value(d.pcie_width)
+    link: Parts
+    if gen is not None and width is not None:
+        if pcie_downtrained(d):
+            link = ((f"▼ {gen}x{width}", styles.text_style("warning")),
+                    (f" of {value(d.pcie_gen_max)}x{value(d.pcie_width_max)}", styles.LABEL))
+        else:
+            link = ((f"{gen}x{width}", ""),)
+    else:
+        link = ((fmt.label(d.pcie_gen), styles.MUTED),)
+    return (
+        ("CLK ", styles.LABEL), pair(d.clock_sm, d.clock_sm_max),
+        (" MEM ", styles.LABEL), pair(d.clock_mem, d.clock_mem_max), (" MHz", styles.LABEL),
+        ("  PCIe ", styles.LABEL), *link,
+    )
+
+
+def thermal_line(d: DeviceSample) -> Content:
+    return Content.assemble(*thermal_parts(d))
 
 
 def clocks_line(d: DeviceSample) -> Content:
-    def pair(cur: object, top: object) -> Content:
-        text = f"{fmt.label(cur, fmt.mhz)}/{fmt.label(top, fmt.mhz)}"
-        return Content(text).stylize(_muted_if_missing(cur))
-
-    gen, width = value(d.pcie_gen), value(d.pcie_width)
-    if gen is not None and width is not None:
-        link = f"{gen}x{width}"
-        if pcie_downtrained(d):
-            link_part = Content.assemble((f"▼ {link}", styles.text_style("warning")),
-                                         (f" of {value(d.pcie_gen_max)}x"
-                                          f"{value(d.pcie_width_max)}", styles.LABEL))
-        else:
-            link_part = Content(link)
-    else:
-        link_part = Content(fmt.label(d.pcie_gen)).stylize(styles.MUTED)
-    return Content.assemble(
-        ("CLK ", styles.LABEL), pair(d.clock_sm, d.clock_sm_max),
-        (" MEM ", styles.LABEL), pair(d.clock_mem, d.clock_mem_max), (" MHz", styles.LABEL),
-        ("  PCIe ", styles.LABEL), link_part,
-    )
+    return Content.assemble(*clocks_parts(d))
 
 
 def title(d: DeviceSample, width: int, found: list[Badge] | None = None) -> Content:
@@ -382,8 +389,8 @@ class GpuCard(textual_private.RepaintsNow, Widget):
                     styles.text_style("critical")),
                 Content("reset the GPU or reboot the node").stylize(styles.LABEL),
             ]
-        return [util_parts(d), memory_parts(d, self._split), power_parts(d), thermal_line(d),
-                clocks_line(d)]
+        return [util_parts(d), memory_parts(d, self._split), power_parts(d), thermal_parts(d),
+                clocks_parts(d)]
 
     def render_line(self, y: int) -> Strip:
         return self._content_line(y, self._width())

@@ -45,7 +45,7 @@ from gputop.ui.view.process_rows import build_rows, matches, sort_processes
 from gputop.ui.view.status import badges, pcie_downtrained
 from gputop.ui.widgets.gpu_card import GpuCard
 from gputop.ui.widgets.gpu_row import GpuRow, row_content
-from gputop.ui.widgets.history_graph import GAP, HistoryGraph, graph_line
+from gputop.ui.widgets.history_graph import GAP, HistoryGraph, gap_runs, graph_line
 from gputop.ui.widgets.process_table import ProcessTable
 from tests.helpers.ui import (
     T0,
@@ -118,6 +118,13 @@ def test_history_keeps_a_fixed_scale() -> None:
 
 def test_history_shows_gaps_for_missing_ticks() -> None:
     assert graph_line([100.0, None, 100.0], 0, 3, 1, 100.0) == f"█{GAP}█"
+
+
+def test_a_history_line_is_drawn_in_one_run_per_stretch_of_values_or_gaps() -> None:
+    assert gap_runs("") == []
+    assert gap_runs("  ▁▄█") == ["  ▁▄█"]
+    assert gap_runs(f"█{GAP}{GAP}▄ ") == ["█", f"{GAP}{GAP}", "▄ "]
+    assert gap_runs(f"{GAP}█") == [GAP, "█"]
 
 
 def test_history_graph_widget_draws_rows_without_an_app() -> None:

@@ -72,6 +72,39 @@ async def test_a_tick_repaints_every_changed_cell_of_meters_and_graphs() -> None
         assert {r.y for r in painted} <= {y for _, y in changed}
 
 
+async def test_every_tick_repaints_what_changed_as_meters_rise_fall_and_come_back() -> None:
+    """A card keeps the runs of the meters on screen from one tick to the next: a tick whose
+    figures go back to an earlier tick's, or hold still while the graph moves, still repaints
+    every cell that changed, and no line with nothing new."""
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await show(app, pilot, series(30, util=sawtooth))
+        card = next(c for c in app.query(GpuCard) if c.index == 1)
+        figures = [(512.0, 70), (90.0, 2), (512.0, 70), (512.0, 70), (700.0, 79), (90.0, 2)]
+        for k, (power, mem) in enumerate(figures):
+            before = [_cells(card, y) for y in range(len(HISTORIES) + 2)]
+            painted: list[Region] = []
+            original = card.refresh
+
+            def spy(*regions: Region, **kw: Any) -> Any:
+                painted.extend(regions)
+                return original(*regions, **kw)
+
+            card.refresh = spy  # type: ignore[method-assign]
+            tick = 30 + k
+            snap = node(tick, util=sawtooth, devices={1: {
+                "power_draw": power, "mem_used": mem * 2**30, "temp_gpu": 50.0 + mem,
+                "clock_sm": 1000 + int(power)}})
+            app.apply_snapshot(dataclasses.replace(snap, time=T0 + tick))
+            card.refresh = original  # type: ignore[method-assign]
+            after = [_cells(card, y) for y in range(len(HISTORIES) + 2)]
+            changed = [(x, y) for y in range(len(after))
+                       for x, (a, b) in enumerate(zip(before[y], after[y])) if a != b]
+            assert changed, k
+            assert [(x, y) for x, y in changed if not _covered(painted, x, y)] == [], k
+            assert {r.y for r in painted} <= {y for _, y in changed}, k
+
+
 async def test_a_card_drawn_from_its_kept_border_is_the_card_textual_draws() -> None:
     def textual_lines(card: GpuCard) -> list[list[tuple[str, Any]]]:
         card._styles_cache.clear()
@@ -162,7 +195,7 @@ async def test_text_lines_set_in_their_kept_padding_are_the_lines_textual_draws(
             assert kept_lines(line) == textual_lines(line), line
 
 
-async def test_meter_lines_drawn_from_their_parts_are_the_lines_of_their_content() -> None:
+async def test_card_lines_drawn_from_their_parts_are_the_lines_of_their_content() -> None:
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await show(app, pilot, series(2))
@@ -173,9 +206,18 @@ async def test_meter_lines_drawn_from_their_parts_are_the_lines_of_their_content
                    dataclasses.replace(h100(2), util_gpu=Missing("unsupported"),
                                        sm_active=Missing("unsupported"),
                                        power_draw=Missing("no_permission"),
-                                       mem_used=Missing("gpu_lost"))]
+                                       mem_used=Missing("gpu_lost"), temp_gpu=Missing("gpu_lost"),
+                                       temp_margin=Missing("unsupported"),
+                                       temp_mem=Missing("unsupported"),
+                                       clock_sm=Missing("no_permission"),
+                                       pcie_gen=Missing("unsupported")),
+                   h100(3, temp_margin=2.0, fan=40.0, pcie_gen=3, pcie_width=8),
+                   h100(4, temp_margin=8.0, temp_mem=Missing("no_permission"), pcie_width=4),
+                   h100(5, temp_margin=0.0)]
         for d in devices:
-            for parts, line in ((gpu_card.util_parts(d), gpu_card.util_line(d)),
+            for parts, line in ((gpu_card.thermal_parts(d), gpu_card.thermal_line(d)),
+                                (gpu_card.clocks_parts(d), gpu_card.clocks_line(d)),
+                                (gpu_card.util_parts(d), gpu_card.util_line(d)),
                                 (gpu_card.memory_parts(d), gpu_card.memory_line(d)),
                                 (gpu_card.memory_parts(d, split),
                                  gpu_card.memory_line(d, split)),

@@ -81,15 +81,16 @@ async def test_every_tick_repaints_what_changed_as_meters_rise_fall_and_come_bac
         await show(app, pilot, series(30, util=sawtooth))
         card = next(c for c in app.query(GpuCard) if c.index == 1)
         figures = [(512.0, 70), (90.0, 2), (512.0, 70), (512.0, 70), (700.0, 79), (90.0, 2)]
+        painted: list[Region] = []
+        original = card.refresh
+
+        def spy(*regions: Region, **kw: Any) -> Any:
+            painted.extend(regions)
+            return original(*regions, **kw)
+
         for k, (power, mem) in enumerate(figures):
             before = [_cells(card, y) for y in range(len(HISTORIES) + 2)]
-            painted: list[Region] = []
-            original = card.refresh
-
-            def spy(*regions: Region, **kw: Any) -> Any:
-                painted.extend(regions)
-                return original(*regions, **kw)
-
+            painted.clear()
             card.refresh = spy  # type: ignore[method-assign]
             tick = 30 + k
             snap = node(tick, util=sawtooth, devices={1: {

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from textual.color import Color
 
 # Rich styles by theme and base style, then by style text: a line resolves each of its spans
-# with one lookup by a short string.
+# with one lookup by a short string. Style texts that come out the same share one Rich style
+# (the base style is ""), so two parts are in one style exactly when they have the same object.
 _RICH: dict[tuple[str, Style], dict[str, RichStyle]] = {}
 
 
@@ -37,7 +38,7 @@ def _resolver(widget: Widget, base: Style) -> dict[str, RichStyle]:
     if found is None:
         if len(_RICH) > 256:  # themes come and go; the set of styles in use is small
             _RICH.clear()
-        found = _RICH[key] = {}
+        found = _RICH[key] = {"": base.rich_style}
     return found
 
 
@@ -47,7 +48,8 @@ def _rich(widget: Widget, base: Style, style: str | Style,
         return (base + style).rich_style
     found = resolved.get(style)
     if found is None:
-        found = resolved[style] = (base + widget.app.stylesheet.parse_style(style)).rich_style
+        found = (base + widget.app.stylesheet.parse_style(style)).rich_style
+        found = resolved[style] = next((r for r in resolved.values() if r == found), found)
     return found
 
 
@@ -113,14 +115,18 @@ def parts_segments(widget: Widget, parts: Sequence[tuple[str, str]],
     base_rich = base_style.rich_style
     resolved = _resolver(widget, base_style)
     merged: list[Segment] = []
+    last: RichStyle | None = None
     for text, style in parts:
         if not text:
             continue
-        rich = _rich(widget, base_style, style, resolved) if style else base_rich
-        if merged and merged[-1].style == rich:
+        rich = resolved.get(style)
+        if rich is None:
+            rich = _rich(widget, base_style, style, resolved)
+        if rich is last:
             merged[-1] = Segment(merged[-1].text + text, rich)
         else:
             merged.append(Segment(text, rich))
+            last = rich
     length = cell_len("".join([text for text, _ in parts]))
     if length < width:
         merged.append(Segment(" " * (width - length), base_rich))

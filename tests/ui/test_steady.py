@@ -106,6 +106,50 @@ async def test_every_tick_repaints_what_changed_as_meters_rise_fall_and_come_bac
             assert {r.y for r in painted} <= {y for _, y in changed}, k
 
 
+def _other(v: object) -> object:
+    """A value of the same kind as `v` that draws differently (None: not a drawn number)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, Missing)):
+        return None
+    if isinstance(v, Missing):
+        return 40.0
+    return v - 1 if isinstance(v, int) else v / 2 + 1.0
+
+
+async def test_a_line_kept_while_its_values_hold_still_is_drawn_again_when_one_changes() -> None:
+    """A card builds a line again only when one of the values it shows is a new object: any
+    one field of a sample that changes alone shows at once (on a slow tick for the temperature
+    and clock lines), as the line built afresh from the new sample."""
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await show(app, pilot, series(2))
+        card = next(c for c in app.query(GpuCard) if c.index == 0)
+        width = card.size.width
+        meter = gpu_card.METER_WIDTH + 1
+        makers = (gpu_card.util_parts, gpu_card.memory_parts, gpu_card.power_parts,
+                  gpu_card.thermal_parts, gpu_card.clocks_parts)
+        bases = [h100(0), h100(0, pcie_gen=4, pcie_width=8),  # a link below its best
+                 dataclasses.replace(h100(0), temp_mem=Missing("no_permission"),
+                                     sm_active=Missing("no_permission"), temp_margin=5.0)]
+        checked = set()
+        for base in bases:
+            for field in dataclasses.fields(base):
+                new = _other(getattr(base, field.name))
+                if new is None:
+                    continue
+                for d in (base, dataclasses.replace(base, **{field.name: new}), base):
+                    card.update(d, slow=True)
+                    for y, make in enumerate(makers):
+                        drawn = card.render_line(y)
+                        if y < len(HISTORIES):
+                            drawn = drawn.crop(0, meter)
+                        fresh = parts_strip(card, make(d), meter if y < len(HISTORIES) else width)
+                        assert list(drawn) == list(fresh), (field.name, y)
+                checked.add(field.name)
+        assert {"util_gpu", "sm_active", "mem_used", "mem_reserved", "power_draw", "temp_gpu",
+                "temp_margin", "temp_mem", "fan", "clock_sm", "clock_mem_max", "pcie_gen",
+                "pcie_width_max"} <= checked
+
+
 async def test_a_card_drawn_from_its_kept_border_is_the_card_textual_draws() -> None:
     def textual_lines(card: GpuCard) -> list[list[tuple[str, Any]]]:
         card._styles_cache.clear()

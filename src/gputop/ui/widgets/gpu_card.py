@@ -20,8 +20,9 @@ Drawn line by line (no child widgets); a tick repaints only the lines that chang
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from operator import attrgetter, is_
 from typing import TYPE_CHECKING
 
 from rich.segment import Segment
@@ -53,7 +54,14 @@ from gputop.ui.text import safe_content
 from gputop.ui.view import format as fmt
 from gputop.ui.view import styles
 from gputop.ui.view.history import GpuHistory
-from gputop.ui.view.status import CROSS, Badge, badges, fraction, pcie_downtrained
+from gputop.ui.view.status import (
+    CROSS,
+    Badge,
+    badges,
+    fraction,
+    pcie_downtrained,
+    thresholds,
+)
 from gputop.ui.widgets.gpu_row import temp_style
 from gputop.ui.widgets.history_graph import GAP, gap_runs, graph_line
 from gputop.ui.widgets.text_line import same
@@ -185,6 +193,25 @@ def clocks_line(d: DeviceSample) -> Content:
     return Content.assemble(*clocks_parts(d))
 
 
+_CLOCK_INPUTS = attrgetter("clock_sm", "clock_sm_max", "clock_mem", "clock_mem_max", "pcie_gen",
+                           "pcie_width", "pcie_gen_max", "pcie_width_max")
+
+# A GPU's lines, each with what it is drawn from. A value that held still is last tick's very
+# object (the poller keeps it), so a line whose inputs are all the same objects as when it was
+# built is that line again, and is not built.
+GPU_LINES: tuple[tuple[Callable[[DeviceSample, MemorySplit | None], Parts],
+                       Callable[[DeviceSample, MemorySplit | None], tuple[object, ...]]], ...] = (
+    (lambda d, split: util_parts(d), lambda d, split: (d.util_gpu, d.sm_active)),
+    (memory_parts, lambda d, split: (d.mem_used, d.mem_total, d.mem_reserved, split,
+                                     thresholds())),
+    (lambda d, split: power_parts(d), lambda d, split: (d.power_draw, d.power_limit)),
+    (lambda d, split: thermal_parts(d),
+     lambda d, split: (d.temp_gpu, d.temp_margin, d.temp_mem, d.fan)),
+    (lambda d, split: clocks_parts(d),
+     lambda d, split: (*_CLOCK_INPUTS(d), pcie_downtrained(d))),
+)
+
+
 def title(d: DeviceSample, width: int, found: list[Badge] | None = None) -> Content:
     """Index, name and badges, the name cut so the badges always fit."""
     chips = Content(" ").join(
@@ -242,6 +269,7 @@ class GpuCard(textual_private.RepaintsNow, Widget):
         self.history = history
         self._sample: DeviceSample | None = None
         self._lines: list[Line] = [Content("")] * (CARD_HEIGHT - 2)
+        self._inputs: list[tuple[object, ...]] = [()] * len(GPU_LINES)  # see GPU_LINES
         self._scales = (100.0, 1.0, 1.0)  # fixed: 0-100 %, 0-total memory, 0-power limit
         self._graphs: list[str] = [""] * len(HISTORIES)
         self._graph_state: list[tuple[int, int, float, str] | None] = [None] * len(HISTORIES)
@@ -294,11 +322,10 @@ class GpuCard(textual_private.RepaintsNow, Widget):
                 self.set_class(worst == "critical", "-critical")
             self._set_title(width)
             self._set_legend(width)
-            if slow or was_lost or d.lost is not None:
-                lines = self._build_lines(d)
+            if d.lost is not None:
+                lines = self._lost_lines(d)
             else:  # the temperature and clock lines wait for a slow tick
-                lines = [util_parts(d), memory_parts(d, split), power_parts(d),
-                         *self._lines[3:]]
+                lines = self._gpu_lines(d, len(GPU_LINES) if slow or was_lost else 3)
         else:
             lines = list(self._lines)
         graphs = [self._graph(y, width) for y in range(len(HISTORIES))]
@@ -378,19 +405,29 @@ class GpuCard(textual_private.RepaintsNow, Widget):
         self._graph_state[y] = (ticks, cells, scale, text)
         return text
 
-    def _build_lines(self, d: DeviceSample) -> list[Line]:
-        if d.lost is not None:
-            since = f" since {fmt.clock_time(d.lost.since)}" if d.lost.since else ""
-            return [
-                Content.assemble((f" {CROSS} LOST ", styles.badge_style("critical"))),
-                Content(""),
-                Content(""),
-                Content(f"the GPU fell off the bus{since}").stylize(
-                    styles.text_style("critical")),
-                Content("reset the GPU or reboot the node").stylize(styles.LABEL),
-            ]
-        return [util_parts(d), memory_parts(d, self._split), power_parts(d), thermal_parts(d),
-                clocks_parts(d)]
+    def _gpu_lines(self, d: DeviceSample, count: int) -> list[Line]:
+        """The card's lines with the first `count` of the GPU's lines of `d`, each built again
+        only where what it is drawn from changed (GPU_LINES)."""
+        lines = list(self._lines)
+        for y in range(count):
+            make, inputs = GPU_LINES[y]
+            now, was = inputs(d, self._split), self._inputs[y]
+            if isinstance(lines[y], tuple) and len(now) == len(was) and all(map(is_, now, was)):
+                continue
+            lines[y] = make(d, self._split)
+            self._inputs[y] = now
+        return lines
+
+    def _lost_lines(self, d: DeviceSample) -> list[Line]:
+        assert d.lost is not None
+        since = f" since {fmt.clock_time(d.lost.since)}" if d.lost.since else ""
+        return [
+            Content.assemble((f" {CROSS} LOST ", styles.badge_style("critical"))),
+            Content(""),
+            Content(""),
+            Content(f"the GPU fell off the bus{since}").stylize(styles.text_style("critical")),
+            Content("reset the GPU or reboot the node").stylize(styles.LABEL),
+        ]
 
     def render_line(self, y: int) -> Strip:
         return self._content_line(y, self._width())

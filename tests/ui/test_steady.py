@@ -30,7 +30,17 @@ from gputop.testing.synthetic import GIB, h100
 from gputop.ui.render import changed_parts, changed_spans, content_strip, parts_strip
 from gputop.ui.widgets import gpu_card
 from gputop.ui.widgets.gpu_card import HISTORIES, GpuCard
-from tests.helpers.ui import T0, make_app, node, probed_node, sawtooth, series, show, troubled
+from tests.helpers.ui import (
+    T0,
+    make_app,
+    node,
+    probed_node,
+    process,
+    sawtooth,
+    series,
+    show,
+    troubled,
+)
 
 
 def _cells(card: GpuCard, y: int) -> list[tuple[str, Any]]:
@@ -238,6 +248,53 @@ async def test_text_lines_set_in_their_kept_padding_are_the_lines_textual_draws(
         await show(app, pilot, snaps[9:12])
         for line in lines:
             assert kept_lines(line) == textual_lines(line), line
+
+
+async def test_process_rows_set_in_what_textual_drew_beside_them_are_the_rows_it_draws() -> None:
+    """The process list keeps what Textual drew beside its rows (the room of its scrollbar)
+    and sets each changed row in it: through ticks, the cursor moving and the list scrolling,
+    the focus, another theme, a narrower terminal and the scrollbar going away, what it draws
+    is what Textual draws."""
+    from gputop.ui.widgets.process_table import ProcessTable
+
+    def textual_lines(table: ProcessTable) -> list[list[tuple[str, Any]]]:
+        table._styles_cache.clear()
+        return [[(seg.text, seg.style) for seg in strip]
+                for strip in Widget.render_lines(table, table.outer_size.region)]
+
+    def kept_lines(table: ProcessTable) -> list[list[tuple[str, Any]]]:
+        return [[(seg.text, seg.style) for seg in strip]
+                for strip in table.render_lines(table.outer_size.region)]
+
+    many = tuple(process(3000 + k, k % 8, gpu_mem=(k + 1) * GIB, cpu=float(k)) for k in range(40))
+
+    async def ticks(first: int, count: int, procs: tuple[Any, ...] = many) -> None:
+        for t in range(first, first + count):
+            await show(app, pilot, [dataclasses.replace(node(t, processes=procs),
+                                                        time=T0 + t)])
+
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ticks(0, 3)
+        table = app.query_one(ProcessTable)
+        assert table.show_vertical_scrollbar
+        kept_lines(table)  # what is on screen: the frame is kept from here
+        await ticks(3, 3)
+        assert kept_lines(table) == textual_lines(table)
+        table.focus()
+        await pilot.press("down", "down", "pagedown", "down")
+        await ticks(6, 2)
+        assert table.scroll_y > 0
+        assert kept_lines(table) == textual_lines(table)
+        app.theme = "textual-light"
+        await ticks(8, 2)
+        assert kept_lines(table) == textual_lines(table)
+        await pilot.resize_terminal(90, 40)
+        await ticks(10, 2)
+        assert kept_lines(table) == textual_lines(table)
+        await ticks(12, 2, many[:3])
+        assert not table.show_vertical_scrollbar
+        assert kept_lines(table) == textual_lines(table)
 
 
 async def test_card_lines_drawn_from_their_parts_are_the_lines_of_their_content() -> None:

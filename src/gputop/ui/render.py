@@ -319,8 +319,9 @@ class Frame:
     @classmethod
     def draw(cls, widget: Widget, size: Size,
              render: Callable[[Region], list[Strip]]) -> Frame | None:
-        """Textual draws the whole widget; None where it has no content line to frame."""
-        gutter = widget.styles.gutter
+        """Textual draws the whole widget; None where it has no content line to frame. Beside
+        the content: the border, the padding and the room of a scrollbar."""
+        gutter = widget.gutter
         width, height = size
         content = width - gutter.width
         rows = range(gutter.top, height - gutter.bottom)

@@ -9,6 +9,7 @@ when rows move. Below 100 columns the JOB and RSS columns give their room to the
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
@@ -21,9 +22,12 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from gputop.ui import textual_private
-from gputop.ui.render import changed_spans
+from gputop.ui.render import Frame, changed_spans, framed_lines
 from gputop.ui.text import sanitize
 from gputop.ui.view.process_rows import COLUMN_KEYS, COLUMNS, Row
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 NARROW_WIDTH = 100
 NARROW_HIDES = ("job", "rss")
@@ -104,6 +108,7 @@ class ProcessTable(textual_private.RepaintsNow, ScrollView, can_focus=True):
         self._header: Strip | None = None
         self._palette_focus: bool | None = None
         self._palette: dict[str, RichStyle] = {}
+        self._frame: Frame | None = None  # see render_lines
 
     # -- data -----------------------------------------------------------------------------------
 
@@ -233,6 +238,23 @@ class ProcessTable(textual_private.RepaintsNow, ScrollView, can_focus=True):
             strip = self._strips[i] = self._row_strip(i, width)
         return strip
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """The rows set in what Textual drew beside them (render.framed_lines): a table tick
+        changes a few cells of most rows on screen. A scrollbar comes or goes with a change
+        in the number of rows or in the size, which refresh the whole table."""
+        self._frame, lines = framed_lines(self, self._frame, crop, self._content_line,
+                                          super().render_lines)
+        return lines
+
+    def _content_line(self, y: int, width: int) -> Strip:
+        return self.render_line(y)
+
+    def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False,
+                recompose: bool = False) -> Self:
+        if not regions and repaint:
+            self._frame = None  # all of it drawn by Textual again
+        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
+
     def _refresh_row(self, i: int) -> None:
         self._strips.pop(i, None)
         y = i - int(self.scroll_y) + 1
@@ -266,6 +288,7 @@ class ProcessTable(textual_private.RepaintsNow, ScrollView, can_focus=True):
         self._palette = {}
         self._strips.clear()
         self._header = None
+        self._frame = None
 
     def watch_scroll_y(self, old: float, new: float) -> None:
         self._strips.clear()  # cached by row index, and the rows under each line moved

@@ -10,6 +10,7 @@ import dataclasses
 import gc
 import itertools
 import os
+import random
 import selectors
 import signal
 import sys
@@ -27,7 +28,14 @@ from gputop.feeds import STEADY_GC_THRESHOLD
 from gputop.model import Missing
 from gputop.model.memory_split import memory_split
 from gputop.testing.synthetic import GIB, h100
-from gputop.ui.render import changed_parts, changed_spans, content_strip, parts_strip
+from gputop.ui.render import (
+    Runs,
+    changed_parts,
+    changed_runs,
+    changed_spans,
+    content_strip,
+    parts_strip,
+)
 from gputop.ui.widgets import gpu_card
 from gputop.ui.widgets.gpu_card import HISTORIES, GpuCard
 from tests.helpers.ui import (
@@ -350,6 +358,37 @@ async def test_a_meter_change_found_from_its_parts_is_the_change_of_its_line() -
         # Cells that are not one character each are not compared from the parts.
         assert changed_parts((("GPU 全", ""),), (("GPU ab", ""),), width) is None
         assert changed_parts((("GPU " * 20, ""),), (("GPU", ""),), width) is None
+
+
+def _random_line(rng: random.Random, width: int, ends: list[int] | None = None) -> Runs:
+    if ends is None:
+        cuts = rng.sample(range(1, width), k=min(width - 1, rng.randint(0, 4)))
+        ends = [*sorted(cuts), width]
+    text = "".join(rng.choice("ab ") for _ in range(width))
+    return text, ends, [rng.choice("xy") for _ in ends]
+
+
+def _run_cells(runs: Runs) -> list[tuple[str, Any]]:
+    text, ends, run_styles = runs
+    starts = [0, *ends[:-1]]
+    return [(ch, next(st for st, s, e in zip(run_styles, starts, ends) if s <= x < e))
+            for x, ch in enumerate(text)]
+
+
+def test_the_changed_cells_of_two_lines_cover_every_cell_that_differs_and_start_and_end_at_one(
+) -> None:
+    """Lines as style runs, with the same runs (a figure that changed within its run) or not:
+    each cell whose character or style differs is in a changed run, and each run starts and
+    ends at such a cell."""
+    rng = random.Random(7)
+    for _ in range(500):
+        width = rng.randint(1, 30)
+        a = _random_line(rng, width)
+        b = _random_line(rng, width, a[1] if rng.random() < 0.5 else None)
+        differ = [x for x, (p, q) in enumerate(zip(_run_cells(a), _run_cells(b))) if p != q]
+        runs = changed_runs(a, b, width)
+        assert [x for x in differ if not any(x1 <= x < x2 for x1, x2 in runs)] == []
+        assert all(x1 in differ and x2 - 1 in differ for x1, x2 in runs), (a, b, runs)
 
 
 async def test_a_tick_draws_the_widgets_that_show_on_the_cells_it_repaints_and_no_others() -> None:

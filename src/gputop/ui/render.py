@@ -177,24 +177,41 @@ def changed_runs(a: Runs, b: Runs, width: int) -> list[tuple[int, int]]:
     characters that differ (one run from the first to the last of them in each stretch)."""
     (a_text, a_ends, a_styles), (b_text, b_ends, b_styles) = a, b
     dirty: list[tuple[int, int]] = []
+    if a_ends == b_ends:  # the common case, a figure that changed within its run: run by run
+        pos = 0
+        for end, a_style, b_style in zip(a_ends, a_styles, b_styles):
+            if a_style is not b_style and a_style != b_style:
+                add_run(dirty, pos, end)
+            else:
+                _add_changed_characters(dirty, a_text, b_text, pos, end)
+            pos = end
+        return dirty
     i = j = pos = 0
     while pos < width:
         end = min(a_ends[i], b_ends[j])
         if a_styles[i] != b_styles[j]:
             add_run(dirty, pos, end)
-        elif a_text[pos:end] != b_text[pos:end]:
-            first, last = pos, end - 1
-            while a_text[first] == b_text[first]:
-                first += 1
-            while a_text[last] == b_text[last]:
-                last -= 1
-            add_run(dirty, first, last + 1)
+        else:
+            _add_changed_characters(dirty, a_text, b_text, pos, end)
         pos = end
         if pos == a_ends[i] and i + 1 < len(a_ends):
             i += 1
         if pos == b_ends[j] and j + 1 < len(b_ends):
             j += 1
     return dirty
+
+
+def _add_changed_characters(dirty: list[tuple[int, int]], a_text: str, b_text: str, start: int,
+                            end: int) -> None:
+    """Adds to `dirty` the run from the first to the last character that differ in
+    [start, end), if any."""
+    if a_text[start:end] != b_text[start:end]:
+        first, last = start, end - 1
+        while a_text[first] == b_text[first]:
+            first += 1
+        while a_text[last] == b_text[last]:
+            last -= 1
+        add_run(dirty, first, last + 1)
 
 
 # Whether Textual's ANSIToTruecolor filter leaves a style as it is (it changes colours that are

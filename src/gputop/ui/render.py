@@ -215,23 +215,27 @@ def _add_changed_characters(dirty: list[tuple[int, int]], a_text: str, b_text: s
 
 
 # Whether Textual's ANSIToTruecolor filter leaves a style as it is (it changes colours that are
-# not RGB, and dims), by style: the styles of the lines here come from the theme, RGB.
-_TRUECOLOR: dict[RichStyle, bool] = {}
+# not RGB, and dims), by style: the styles of the lines here come from the theme, RGB. Looked up
+# by the style's identity, the style kept beside the answer so that its identity stays its own:
+# the lines share a few style objects, and hashing and comparing Rich styles is Python code,
+# for every segment of every line drawn.
+_TRUECOLOR: dict[int, tuple[RichStyle, bool]] = {}
 
 
 def _is_truecolor(style: RichStyle | None) -> bool:
     if style is None:
         return True
-    found = _TRUECOLOR.get(style)
-    if found is None:
-        if len(_TRUECOLOR) > 1024:
-            _TRUECOLOR.clear()
-        color, bgcolor = style.color, style.bgcolor
-        found = _TRUECOLOR[style] = (
-            (color is None or color.triplet is not None)
-            and (bgcolor is None or bgcolor.triplet is not None)
-            and not (style.dim and color is not None))
-    return found
+    found = _TRUECOLOR.get(id(style))
+    if found is not None and found[0] is style:
+        return found[1]
+    if len(_TRUECOLOR) > 1024:
+        _TRUECOLOR.clear()
+    color, bgcolor = style.color, style.bgcolor
+    truecolor = ((color is None or color.triplet is not None)
+                 and (bgcolor is None or bgcolor.triplet is not None)
+                 and not (style.dim and color is not None))
+    _TRUECOLOR[id(style)] = (style, truecolor)
+    return truecolor
 
 
 def apply_filters(strip: Strip, filters: list[LineFilter], background: Color) -> Strip:

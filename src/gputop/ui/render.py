@@ -182,7 +182,7 @@ def changed_runs(a: Runs, b: Runs, width: int) -> list[tuple[int, int]]:
         for end, a_style, b_style in zip(a_ends, a_styles, b_styles):
             if a_style is not b_style and a_style != b_style:
                 add_run(dirty, pos, end)
-            else:
+            elif a_text[pos:end] != b_text[pos:end]:
                 _add_changed_characters(dirty, a_text, b_text, pos, end)
             pos = end
         return dirty
@@ -191,7 +191,7 @@ def changed_runs(a: Runs, b: Runs, width: int) -> list[tuple[int, int]]:
         end = min(a_ends[i], b_ends[j])
         if a_styles[i] != b_styles[j]:
             add_run(dirty, pos, end)
-        else:
+        elif a_text[pos:end] != b_text[pos:end]:
             _add_changed_characters(dirty, a_text, b_text, pos, end)
         pos = end
         if pos == a_ends[i] and i + 1 < len(a_ends):
@@ -204,14 +204,13 @@ def changed_runs(a: Runs, b: Runs, width: int) -> list[tuple[int, int]]:
 def _add_changed_characters(dirty: list[tuple[int, int]], a_text: str, b_text: str, start: int,
                             end: int) -> None:
     """Adds to `dirty` the run from the first to the last character that differ in
-    [start, end), if any."""
-    if a_text[start:end] != b_text[start:end]:
-        first, last = start, end - 1
-        while a_text[first] == b_text[first]:
-            first += 1
-        while a_text[last] == b_text[last]:
-            last -= 1
-        add_run(dirty, first, last + 1)
+    [start, end), where some do."""
+    first, last = start, end - 1
+    while a_text[first] == b_text[first]:
+        first += 1
+    while a_text[last] == b_text[last]:
+        last -= 1
+    add_run(dirty, first, last + 1)
 
 
 # Whether Textual's ANSIToTruecolor filter leaves a style as it is (it changes colours that are

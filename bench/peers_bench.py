@@ -284,6 +284,11 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3, help="runs of each steady figure")
     ap.add_argument("--starts", type=int, default=5, help="runs of each first frame and one-shot")
     ap.add_argument("--no-cost", action="store_true", help="the fake without the driver's costs")
+    ap.add_argument("--price", action="append", default=[], metavar="ENTRY=CPU_US",
+                    help="also price an entry point the cost file has no figure for, as a line "
+                         "of its [cost] section (repeatable), e.g. "
+                         "nvmlDeviceGetProcessesUtilizationInfo=1376.9: the cost of "
+                         "nvmlDeviceGetProcessUtilization, which the H100 notes measured alike")
     ap.add_argument("--json", metavar="FILE", help="also write every run's figures to FILE")
     ap.add_argument("--only", choices=["gputop", "nvitop"], default=None)
     ap.add_argument("--rows", default="start,tui,record,serve",
@@ -324,6 +329,9 @@ def main() -> int:
     if not a.no_cost:
         with open(scenario, "a") as f:
             f.write("\n" + (fake / "scenarios" / "cost-h100-r580.txt").read_text())
+            for price in a.price:  # the [cost] section is the file's last
+                entry, _, cpu = price.partition("=")
+                f.write(f"\n{entry.strip()} = {cpu.strip()} {cpu.strip()}\n")
     gpus = 8
     env = {"LD_LIBRARY_PATH": str(lib), "FAKE_NVML_SCENARIO": str(scenario),
            "TERM": "xterm-256color", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",

@@ -9,7 +9,12 @@ import pytest
 
 from gputop.errors import BackendUnavailable, DriverMismatch
 from gputop.model import MigDevice, Missing, ProcessSample
-from gputop.sources.nvml import STATE_EVERY_S, NvmlSource
+from gputop.sources.nvml import (
+    STATE_EVERY_S,
+    NvmlSource,
+    _process_utilization,
+    _processes_utilization,
+)
 from gputop.testing.fake_nvml import FakeNvml, Fault
 from gputop.testing.synthetic import GIB, H100_RESERVED, h100, node, series
 
@@ -263,6 +268,53 @@ def test_more_processes_than_first_asked_for_are_all_listed() -> None:
             (5000 + i, (i + 1) * GIB, "compute") for i in range(40)]
     # Too small once (the first tick), then asked at the size the driver needed.
     assert fake.calls["nvmlDeviceGetComputeRunningProcesses_v3"] == 2 * 3 + 1
+
+
+def test_process_use_takes_one_driver_call_per_gpu_and_slow_tick() -> None:
+    # The binding's wrapper asks the count first, then the samples: two calls of 1.4 ms each.
+    ticks, fake, _ = run(series(3))
+    assert [(p.pid, p.sm_util, p.mem_util) for p in ticks[-1].processes] == [
+        (1000, 80.0, 25.0), (1001, 80.0, 25.0)]
+    assert fake.calls["nvmlDeviceGetProcessesUtilizationInfo"] == 2 * 3
+
+
+@pytest.mark.parametrize("call", ["nvmlDeviceGetProcessesUtilizationInfo",
+                                  "nvmlDeviceGetProcessUtilization"])
+def test_process_use_of_more_processes_than_first_asked_for(call: str) -> None:
+    many = tuple(ProcessSample(pid=5000 + i, device_index=0, kind="compute", gpu_mem=GIB,
+                               sm_util=float(1 + i), mem_util=float(i % 7)) for i in range(40))
+    snaps = [dataclasses.replace(s, processes=many) for s in series(3)]
+    faults = ([Fault("nvmlDeviceGetProcessesUtilizationInfo", FUNCTION_NOT_FOUND)]
+              if call == "nvmlDeviceGetProcessUtilization" else [])
+    ticks, fake, _ = run(snaps, faults=faults)
+    for tick in ticks:
+        assert [(p.pid, p.sm_util, p.mem_util) for p in tick.processes
+                if p.device_index == 0] == [(5000 + i, float(1 + i), float(i % 7))
+                                             for i in range(40)]
+    # Too small once (the first tick), then asked at the size the driver needed.
+    assert fake.calls[call] == 2 * 3 + 1
+
+
+def test_process_use_reads_what_the_bindings_wrappers_read() -> None:
+    import pynvml
+
+    with FakeNvml(series(2)) as fake:
+        src = NvmlSource(slow_interval=0)
+        src.open()
+        try:
+            for dev in src.devices:
+                for ours, theirs in (
+                        (_processes_utilization, pynvml.nvmlDeviceGetProcessesUtilizationInfo),
+                        (_process_utilization, pynvml.nvmlDeviceGetProcessUtilization)):
+                    got = ours(pynvml, dev.handle, 0, {})
+                    want = theirs(dev.handle, 0)
+                    assert [(s.pid, s.timeStamp, s.smUtil, s.memUtil) for s in got] == [
+                        (s.pid, s.timeStamp, s.smUtil, s.memUtil) for s in want] != []
+                    with pytest.raises(pynvml.NVMLError_NotFound):  # nothing newer: as theirs
+                        ours(pynvml, dev.handle, want[0].timeStamp, {})
+            fake.advance()
+        finally:
+            src.close()
 
 
 def test_an_old_driver_without_memory_v2_reports_used_including_reserved() -> None:

@@ -79,3 +79,18 @@ def test_a_gpus_processes_in_one_call_and_again_when_the_array_is_too_small() ->
     assert n.asked == [16, 45] and room[name] == 45  # grown as the binding grows it
     nvml._running_processes(n, name, None, room)
     assert n.asked[-1] == 45  # the next tick asks with room enough, in one call
+
+
+def test_process_use_through_the_wrappers_of_a_binding_without_the_structs() -> None:
+    sample = types.SimpleNamespace(pid=7, timeStamp=5, smUtil=40, memUtil=3)
+    asked: list[tuple[Any, int]] = []
+
+    def wrapper(handle: Any, last_seen: int) -> list[Any]:
+        asked.append((handle, last_seen))
+        return [sample]
+
+    n = types.SimpleNamespace(nvmlDeviceGetProcessesUtilizationInfo=wrapper,
+                              nvmlDeviceGetProcessUtilization=wrapper, NVMLError=pynvml.NVMLError)
+    assert nvml._processes_utilization(n, "h", 4, {}) == [sample]
+    assert nvml._process_utilization(n, "h", 4, {}) == [sample]
+    assert asked == [("h", 4), ("h", 4)]

@@ -748,21 +748,41 @@ class FakeNvml:
 
     def c_nvmlDeviceGetProcessesUtilizationInfo(self, h: Any, ref: Any) -> int | None:
         info = _out(ref)
-        ts = int(self.snap.time * 1e6)
-        busy = [p for p in self._procs(h, "compute") + self._procs(h, "graphics")
-                if not isinstance(p.sm_util, Missing) and p.sm_util > 0]
-        if info.lastSeenTimeStamp >= ts or not busy:
-            raise _Fail(NOT_FOUND)
-        if not info.procUtilArray:
+        busy = self._busy(h, info.lastSeenTimeStamp)
+        if not info.procUtilArray or info.processSamplesCount < len(busy):
             info.processSamplesCount = len(busy)
             return INSUFFICIENT_SIZE
+        self._fill_samples(info.procUtilArray, busy)
+        info.processSamplesCount = len(busy)
+        return None
+
+    def c_nvmlDeviceGetProcessUtilization(self, h: Any, samples: Any, count_ref: Any,
+                                          last_seen: Any) -> int | None:
+        count = _out(count_ref)
+        busy = self._busy(h, int(getattr(last_seen, "value", last_seen)))
+        if not samples or count.value < len(busy):
+            count.value = len(busy)
+            return INSUFFICIENT_SIZE
+        self._fill_samples(samples, busy)
+        count.value = len(busy)
+        return None
+
+    def _busy(self, h: Any, last_seen: int) -> list[ProcessSample]:
+        """The processes with a utilization sample since `last_seen` (µs): those that ran
+        kernels this tick; NOT_FOUND when none did, as the driver answers."""
+        busy = [p for p in self._procs(h, "compute") + self._procs(h, "graphics")
+                if not isinstance(p.sm_util, Missing) and p.sm_util > 0]
+        if last_seen >= int(self.snap.time * 1e6) or not busy:
+            raise _Fail(NOT_FOUND)
+        return busy
+
+    def _fill_samples(self, array: Any, busy: list[ProcessSample]) -> None:
+        ts = int(self.snap.time * 1e6)
         for i, p in enumerate(busy):
-            s = info.procUtilArray[i]
+            s = array[i]
             s.pid, s.timeStamp = p.pid, ts
             s.smUtil = int(cast(float, p.sm_util))
             s.memUtil = 0 if isinstance(p.mem_util, Missing) else int(p.mem_util)
-        info.processSamplesCount = len(busy)
-        return None
 
 
 def _is_handle(x: Any) -> bool:

@@ -278,6 +278,19 @@ def test_process_use_takes_one_driver_call_per_gpu_and_slow_tick() -> None:
     assert fake.calls["nvmlDeviceGetProcessesUtilizationInfo"] == 2 * 3
 
 
+def test_process_use_is_not_asked_of_a_gpu_without_processes() -> None:
+    snaps = [dataclasses.replace(s, processes=tuple(p for p in s.processes if p.device_index))
+             for s in series(3)]  # GPU 0 idle, GPU 1 training
+    ticks, fake, _ = run(snaps)
+    assert [(p.pid, p.device_index, p.sm_util) for p in ticks[-1].processes] == [(1001, 1, 80.0)]
+    # Both GPUs at the first slow tick (before a poll found their processes), then GPU 1 alone.
+    assert fake.calls["nvmlDeviceGetProcessesUtilizationInfo"] == 2 + 2
+    # A process that comes to the idle GPU is asked for from the next slow tick on.
+    back = [*snaps, *series(3, start=snaps[-1].time + 1)]
+    ticks, fake, _ = run(back)
+    assert [(p.pid, p.sm_util) for p in ticks[-1].processes] == [(1000, 80.0), (1001, 80.0)]
+
+
 @pytest.mark.parametrize("call", ["nvmlDeviceGetProcessesUtilizationInfo",
                                   "nvmlDeviceGetProcessUtilization"])
 def test_process_use_of_more_processes_than_first_asked_for(call: str) -> None:
@@ -291,8 +304,9 @@ def test_process_use_of_more_processes_than_first_asked_for(call: str) -> None:
         assert [(p.pid, p.sm_util, p.mem_util) for p in tick.processes
                 if p.device_index == 0] == [(5000 + i, float(1 + i), float(i % 7))
                                              for i in range(40)]
-    # Too small once (the first tick), then asked at the size the driver needed.
-    assert fake.calls[call] == 2 * 3 + 1
+    # Too small once (the first tick), then asked at the size the driver needed; the idle
+    # GPU 1 at the first tick only, before a poll found it without processes.
+    assert fake.calls[call] == 3 + 1 + 1
 
 
 def test_process_use_reads_what_the_bindings_wrappers_read() -> None:

@@ -8,6 +8,8 @@ it costs on a real H100 with driver 580.
     python bench/peers_bench.py --fake /path/to/fakenvml --nvitop /path/to/venv/bin/nvitop
     python bench/peers_bench.py --duration 20 --runs 1        # quick
     python bench/peers_bench.py --before /path/to/old/checkout/.venv/bin/gputop   # + a column
+    python bench/peers_bench.py --price nvmlDeviceGetProcessesUtilizationInfo=1376.9
+        # also price a call the cost file has no figure for (here as the call it replaces)
 
 Figures (each the median of --runs runs; the spread is printed after it):
 

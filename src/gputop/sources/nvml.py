@@ -208,30 +208,41 @@ _PROC_ROOM = 16  # process entries first offered to the driver per GPU and kind
 
 def _running_processes(nvml: Any, name: str, handle: Any, room: dict[str, int]) -> list[Any]:
     """The running processes of one kind, as the binding's `name` (a `_v3` call) gives them,
-    in one driver call where the binding makes two (count, then entries): the entries are
-    asked into an array as large as the last answer needed (`room`, per call name), grown and
-    asked again only when the driver says it is too small. Falls back to the binding's own
-    wrapper where it lacks what the one call needs."""
+    in one driver call where the binding makes two (count, then entries; see `_sized`). Falls
+    back to the binding's own wrapper where it lacks what the one call needs."""
     struct = _plain(getattr(nvml, "c_nvmlProcessInfo_v3_t", None))
     pointer = getattr(nvml, "_nvmlGetFunctionPointer", None)
     if struct is None or pointer is None:
         return list(getattr(nvml, name)(handle))
     fn = pointer(name)
-    size = room.get(name, _PROC_ROOM)
-    while True:
-        count = ctypes.c_uint(size)
-        array = (struct * size)()
-        ret = fn(handle, ctypes.byref(count), array)
-        if ret == ERR_INSUFFICIENT_SIZE and count.value > size:
-            size = room[name] = count.value * 2 + 5  # as the binding oversizes it
-            continue
-        if ret != 0:
-            raise nvml.NVMLError(ret)
-        break
+
+    def ask(size: int) -> tuple[int, int, Any]:
+        count, array = ctypes.c_uint(size), (struct * size)()
+        return fn(handle, ctypes.byref(count), array), count.value, array
+
+    entries = _sized(nvml, name, room, ask)
     na = nvml.NVML_VALUE_NOT_AVAILABLE_ulonglong.value
     return [_ProcessInfo(int(e.pid), None if e.usedGpuMemory == na else int(e.usedGpuMemory),
                          int(e.gpuInstanceId), int(e.computeInstanceId))
-            for e in array[:count.value]]
+            for e in entries]
+
+
+def _sized(nvml: Any, name: str, room: dict[str, int],
+           ask: Callable[[int], tuple[int, int, Any]]) -> list[Any]:
+    """The entries of a driver call that fills an array, in one call where the binding's wrapper
+    makes two (the count, then the entries): `ask(size)` makes the call with an array of `size`
+    entries and gives its return code, the count it answered and the array. The array is as
+    large as the last answer of `name` needed (`room`), grown and asked again only when the
+    driver says it is too small."""
+    size = room.get(name, _PROC_ROOM)
+    while True:
+        ret, count, array = ask(size)
+        if ret == ERR_INSUFFICIENT_SIZE and count > size:
+            size = room[name] = count * 2 + 5  # as the binding oversizes it
+            continue
+        if ret != 0:
+            raise nvml.NVMLError(ret)
+        return list(array[:count])
 
 
 @functools.cache
@@ -285,10 +296,8 @@ def _processes_utilization(nvml: Any, handle: Any, last_seen: int,
                            room: dict[str, int]) -> list[Any]:
     """Each process's utilization samples since `last_seen` (µs), as the binding's
     nvmlDeviceGetProcessesUtilizationInfo gives them, in one driver call where the binding makes
-    two (count, then samples): each costs about what the older call below costs, 1.4 ms of CPU
-    on an H100 (driver 580). The samples are asked into an array as large as the last answer
-    needed (`room`), grown and asked again only when the driver says it is too small. The
-    binding's wrapper where the binding lacks what the one call needs."""
+    two (see `_sized`): each costs about what the older call below costs, 1.4 ms of CPU on an
+    H100 (driver 580). The binding's wrapper where the binding lacks what the one call needs."""
     name = "nvmlDeviceGetProcessesUtilizationInfo"
     info_t = getattr(nvml, "c_nvmlProcessesUtilizationInfo_v1_t", None)
     sample_t = _plain(getattr(nvml, "c_nvmlProcessUtilizationInfo_v1_t", None))
@@ -298,18 +307,14 @@ def _processes_utilization(nvml: Any, handle: Any, last_seen: int,
     if info_t is None or sample_t is None or version is None or pointer is None or not array_t:
         return list(getattr(nvml, name)(handle, last_seen))
     fn = pointer(name)
-    size = room.get(name, _PROC_ROOM)
-    while True:
+
+    def ask(size: int) -> tuple[int, int, Any]:
         array = (sample_t * size)()
         info = info_t(version=version, processSamplesCount=size, lastSeenTimeStamp=last_seen,
                       procUtilArray=ctypes.cast(array, array_t))
-        ret = fn(handle, ctypes.byref(info))
-        if ret == ERR_INSUFFICIENT_SIZE and info.processSamplesCount > size:
-            size = room[name] = info.processSamplesCount * 2 + 5
-            continue
-        if ret != 0:
-            raise nvml.NVMLError(ret)
-        return list(array[:info.processSamplesCount])
+        return fn(handle, ctypes.byref(info)), info.processSamplesCount, array
+
+    return _sized(nvml, name, room, ask)
 
 
 def _process_utilization(nvml: Any, handle: Any, last_seen: int,
@@ -323,17 +328,13 @@ def _process_utilization(nvml: Any, handle: Any, last_seen: int,
                                                                             ctypes.Structure):
         return list(getattr(nvml, name)(handle, last_seen))
     fn = pointer(name)
-    size = room.get(name, _PROC_ROOM)
-    while True:
-        count = ctypes.c_uint(size)
-        array = (sample_t * size)()
+
+    def ask(size: int) -> tuple[int, int, Any]:
+        count, array = ctypes.c_uint(size), (sample_t * size)()
         ret = fn(handle, array, ctypes.byref(count), ctypes.c_ulonglong(last_seen))
-        if ret == ERR_INSUFFICIENT_SIZE and count.value > size:
-            size = room[name] = count.value * 2 + 5
-            continue
-        if ret != 0:
-            raise nvml.NVMLError(ret)
-        return list(array[:count.value])
+        return ret, count.value, array
+
+    return _sized(nvml, name, room, ask)
 
 
 @dataclass(frozen=True)

@@ -213,20 +213,24 @@ async def test_a_card_drawn_from_its_kept_border_is_the_card_textual_draws() -> 
                                           for line in textual_lines(card)[1:4]]
 
 
+def textual_lines(widget: Widget) -> list[list[tuple[str, Any]]]:
+    """What Textual itself draws of the whole widget, as (text, style) pairs."""
+    widget._styles_cache.clear()
+    return [[(seg.text, seg.style) for seg in strip]
+            for strip in Widget.render_lines(widget, widget.outer_size.region)]
+
+
+def kept_lines(widget: Widget) -> list[list[tuple[str, Any]]]:
+    """What the widget draws of itself, set in what it kept of Textual's drawing."""
+    return [[(seg.text, seg.style) for seg in strip]
+            for strip in widget.render_lines(widget.outer_size.region)]
+
+
 async def test_text_lines_set_in_their_kept_padding_are_the_lines_textual_draws() -> None:
     """The header, the warning bar, the process status and the GPU lines keep the padding
     Textual drew around their text and set each new text in it: through ticks, a warning, the
     selection on a GPU line, and another theme, what they draw is what Textual draws."""
     from gputop.ui.widgets.text_line import TextLine
-
-    def textual_lines(line: TextLine) -> list[list[tuple[str, Any]]]:
-        line._styles_cache.clear()
-        return [[(seg.text, seg.style) for seg in strip]
-                for strip in Widget.render_lines(line, line.outer_size.region)]
-
-    def kept_lines(line: TextLine) -> list[list[tuple[str, Any]]]:
-        return [[(seg.text, seg.style) for seg in strip]
-                for strip in line.render_lines(line.outer_size.region)]
 
     def check() -> list[TextLine]:
         lines = [line for line in app.query(TextLine) if line.display and line.outer_size]
@@ -264,15 +268,6 @@ async def test_process_rows_set_in_what_textual_drew_beside_them_are_the_rows_it
     the focus, another theme, a narrower terminal and the scrollbar going away, what it draws
     is what Textual draws."""
     from gputop.ui.widgets.process_table import ProcessTable
-
-    def textual_lines(table: ProcessTable) -> list[list[tuple[str, Any]]]:
-        table._styles_cache.clear()
-        return [[(seg.text, seg.style) for seg in strip]
-                for strip in Widget.render_lines(table, table.outer_size.region)]
-
-    def kept_lines(table: ProcessTable) -> list[list[tuple[str, Any]]]:
-        return [[(seg.text, seg.style) for seg in strip]
-                for strip in table.render_lines(table.outer_size.region)]
 
     many = tuple(process(3000 + k, k % 8, gpu_mem=(k + 1) * GIB, cpu=float(k)) for k in range(40))
 

@@ -1027,3 +1027,32 @@ def test_a_replay_says_when_each_finding_was_shown_and_its_condition_began() -> 
     older = EngineFinding(id="x", severity="info", device=0, pid=None, title="t",
                           since=1_800_000_000.0, until=None)
     assert "shown" not in finding_line(older, times=True).plain
+
+
+def test_the_header_keeps_the_parts_that_fit_as_joining_them_would() -> None:
+    """The header's line is put together once from its measured parts: at every width, what
+    joining the parts that fit, the gap and the badge gives (the last part dropped first)."""
+    from textual.content import Content
+
+    from gputop.ui.widgets.status_header import fit_line
+
+    left = Content.assemble(("gputop", "bold $accent"), (" (demo)", "$foreground-muted"))
+    parts = [Content.assemble(("node-7", "bold")),
+             Content.assemble(("driver ", "dim"), "580.159.04", (" · ", "dim"), "CUDA 13.0"),
+             Content.assemble(("CPU ", "dim"), "43%", " ", ("RAM ", "dim"), "310/2015G"),
+             Content("全角 host")]  # double-width characters
+    right = Content.assemble(("12:00:01", ""), "  ", ("● live", "green"))
+    kept_counts = set()
+    for width in range(1, 140):
+        kept = list(parts)
+        line = Content("  ").join([left, *kept])
+        while kept and line.cell_length + 2 + right.cell_length > width:
+            kept.pop()
+            line = Content("  ").join([left, *kept])
+        want = (line + Content(" " * max(1, width - line.cell_length - right.cell_length))
+                + right).truncate(width)
+        got = fit_line(left, parts, right, width)
+        assert (got.plain, list(got.spans), got.cell_length) == (
+            want.plain, list(want.spans), want.cell_length), width
+        kept_counts.add(len(kept))
+    assert kept_counts == set(range(len(parts) + 1))

@@ -111,12 +111,24 @@ def header_content(snap: Snapshot | None, now: float, width: int, *, interval: f
     else:
         left = _identity(suffix, None, None, None, None)[0]
     # Drop the least important parts until the line fits; the freshness badge always stays.
-    line = Content("  ").join([left, *parts])
-    while parts and line.cell_length + 2 + right.cell_length > width:
-        parts.pop()
-        line = Content("  ").join([left, *parts])
-    gap = max(1, width - line.cell_length - right.cell_length)
-    return (line + Content(" " * gap) + right).truncate(width)
+    return fit_line(left, parts, right, width)
+
+
+def fit_line(left: Content, parts: list[Content], right: Content, width: int) -> Content:
+    """`left` and as many of `parts` as fit (the last dropped first), two spaces apart, and
+    `right` against the right edge of `width` cells, at least a space after the rest; cut at
+    `width`. Measured part by part and put together once: a Content made of the whole line (a
+    join, a sum) scans all its text again for control codes, which its parts were cleared of."""
+    parts = list(parts)
+    length = left.cell_length + sum(2 + p.cell_length for p in parts)
+    while parts and length + 2 + right.cell_length > width:
+        length -= 2 + parts.pop().cell_length
+    gap = max(1, width - length - right.cell_length)
+    pieces: list[Content | str] = [left]
+    for p in parts:
+        pieces += ["  ", p]
+    pieces += [" " * gap, right]
+    return Content.assemble(*pieces, strip_control_codes=False).truncate(width)
 
 
 class StatusHeader(TextLine):

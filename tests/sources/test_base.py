@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from gputop.model import Missing
-from gputop.sources.base import keep_equal
+from gputop.sources.base import held, keep_equal
 
 
 def test_equal_values_become_last_ticks_objects_and_the_rest_stay_as_read() -> None:
@@ -29,3 +29,15 @@ def test_a_value_of_another_type_or_sign_is_not_taken_for_last_ticks() -> None:
     keep_equal(now, last)
     assert all(now[k] is read[k] for k in now)
     assert math.copysign(1.0, now["z"]) == -1.0
+
+
+def test_an_object_whose_fields_all_held_still_stands_for_the_new_one() -> None:
+    from types import SimpleNamespace
+
+    was = SimpleNamespace(mem=80 << 30, temp=55.0, util=40.0)
+    values = {"mem": int(str(80 << 30)), "temp": float("55"), "util": 40.0}
+    assert held(values, was)
+    assert all(values[k] is getattr(was, k) for k in values)
+    moved = {"mem": int(str(80 << 30)), "temp": 56.0, "util": 40.0}
+    assert not held(moved, was)
+    assert moved["mem"] is was.mem and moved["temp"] == 56.0  # the still one is kept all the same

@@ -59,4 +59,11 @@ def keep_equal(values: MutableMapping[str, Any], last: Mapping[str, Any]) -> Non
             values[name] = old
 
 
+def held(values: MutableMapping[str, Any], was: object) -> bool:
+    """`keep_equal` of `values` against the same fields of `was` (last tick's object); whether
+    every one of them is now `was`'s own, so that `was` stands for an object made of them."""
+    keep_equal(values, {k: getattr(was, k) for k in values})
+    return all(getattr(was, k) is v for k, v in values.items())
+
+
 _ABSENT = object()

@@ -44,7 +44,7 @@ from gputop.model import (
     replace,
 )
 from gputop.safetext import encodable
-from gputop.sources.base import keep_equal
+from gputop.sources.base import held
 from gputop.sources.cpu_start import PPID, START, STATE, STIME, UTIME, CpuStart, stat_fields
 from gputop.sources.probe_files import ProbeSample, read_probes
 
@@ -218,11 +218,11 @@ class HostSource:
             values = {**fields_by_pid[p.pid], "probe": probes.get(p.pid)}
             key = (p.pid, p.device_index)
             was = last.get(key)
-            if was is not None:  # the values that held still: last tick's very objects
-                keep_equal(values, {k: getattr(was[1], k) for k in values})
-                if was[0] is p and all(getattr(was[1], k) is v for k, v in values.items()):
-                    out.append(self._enriched.setdefault(key, was)[1])
-                    continue
+            # The values that held still are last tick's very objects; a process that held
+            # still, host facts and all, is last tick's very sample.
+            if was is not None and held(values, was[1]) and was[0] is p:
+                out.append(self._enriched.setdefault(key, was)[1])
+                continue
             q = replace(p, **values)
             self._enriched[key] = (p, q)
             out.append(q)

@@ -52,7 +52,7 @@ from gputop.model import (
     replace,
 )
 from gputop.model.reasons import REASON_BITS
-from gputop.sources.base import GpuTick, SourceInfo, keep_equal
+from gputop.sources.base import GpuTick, SourceInfo, held, keep_equal
 
 # The DeviceSample fields each poll reads anew (the others are the static and slow ticks' own
 # objects until those read them again).
@@ -161,8 +161,7 @@ class _Device:
     proc_room: dict[str, int] = field(default_factory=dict)
     readers: dict[str, Callable[[Any], Any]] = field(default_factory=dict)  # see _reader
     fast: dict[str, Any] = field(default_factory=dict)  # the values the last poll read
-    procs: dict[int, ProcessSample] = field(default_factory=dict)  # the last poll's, by pid
-    proc_count: int = -1  # how many processes the last poll found on it; -1 before one
+    procs: dict[int, ProcessSample] | None = None  # the last poll's, by pid; None before one
     state_at: float = float("-inf")  # when its links' state and errors, MIG mode were read
     mig_mode: Any = None  # the last MIG mode read: (current, pending), or a Missing
     xid_count: int | Missing = UNSUPPORTED  # an int once Xid events are watched on this GPU
@@ -971,10 +970,9 @@ class NvmlSource:
                     pgi = getattr(p, "gpuInstanceId", MIG_INSTANCE_NONE)
                     if gi is None and pgi not in (None, MIG_INSTANCE_NONE):
                         entry["gi"], entry["ci"] = int(pgi), int(p.computeInstanceId)
-        dev.proc_count = len(found)
         util = dev.proc_util
         out = []
-        last, dev.procs = dev.procs, {}
+        last, procs = dev.procs or {}, {}
         for pid, e in sorted(found.items()):
             sm: float | Missing
             mem: float | Missing
@@ -989,14 +987,13 @@ class NvmlSource:
                       "sm_util": sm, "mem_util": mem, "gpu_instance": e["gi"],
                       "compute_instance": e["ci"]}
             was = last.get(pid)
-            if was is not None:  # the same process as last tick's: its unchanged values kept
-                keep_equal(values, {k: getattr(was, k) for k in values})
-                if all(getattr(was, k) is v for k, v in values.items()):
-                    out.append(dev.procs.setdefault(pid, was))
-                    continue
-            dev.procs[pid] = sample = ProcessSample(
+            if was is not None and held(values, was):  # the same process, all of it as it was
+                out.append(procs.setdefault(pid, was))
+                continue
+            procs[pid] = sample = ProcessSample(
                 pid=was.pid if was is not None else pid, device_index=dev.index, **values)
             out.append(sample)
+        dev.procs = procs  # whole: the slow tick's thread reads it
         return out
 
     # ------------------------------------------------------------------------------------------
@@ -1263,7 +1260,7 @@ class NvmlSource:
         if s.get("mig_enabled") is True:
             dev.proc_util = Missing("unsupported", detail="not available with MIG enabled")
             return
-        if dev.proc_count == 0:
+        if dev.procs == {}:
             # No process on it at the last poll: the samples would go with none, and the call
             # costs the driver its 1.4 ms on an idle GPU too. What an idle GPU answers: none.
             dev.proc_util = {}

@@ -25,6 +25,7 @@ from gputop.ui import textual_private
 
 if TYPE_CHECKING:
     from textual.color import Color
+    from typing_extensions import Self
 
 # Rich styles by theme and base style, then by style text: a line resolves each of its spans
 # with one lookup by a short string. Style texts that come out the same share one Rich style
@@ -386,8 +387,37 @@ def framed_lines(widget: Widget, frame: Frame | None, crop: Region,
         frame = Frame.draw(widget, size, render)
         if frame is None:
             return None, render(crop)
+    elif frame.stale:  # border lines whose labels changed: drawn by Textual again
+        for y in frame.stale:
+            frame.edges[y] = render(Region(0, y, size.width, 1))[0]
+        frame.stale.clear()
     lines = [frame.line(content_line, y) for y in crop.line_range]
     if crop.width != size.width:
         x1, x2 = crop.column_span
         lines = [line.crop(x1, x2) for line in lines]
     return frame, lines
+
+
+class KeepsFrame:
+    """A mix-in, before the Widget in its bases, for a line-API widget whose lines change often:
+    it draws through `framed_lines`, its content lines from `_content_line(y, width)`, and
+    drops the frame it keeps where Textual draws all of it again (a refresh of the whole
+    widget; a change of styles, which the widget's `notify_style_update` says)."""
+
+    _frame: Frame | None = None
+
+    def _content_line(self, y: int, width: int) -> Strip:
+        raise NotImplementedError
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._frame, lines = framed_lines(
+            self, self._frame, crop, self._content_line,  # type: ignore[arg-type]
+            super().render_lines)  # type: ignore[misc]
+        return lines
+
+    def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False,
+                recompose: bool = False) -> Self:
+        if not regions and repaint:
+            self._frame = None  # all of it drawn by Textual again
+        return super().refresh(  # type: ignore[misc,no-any-return]
+            *regions, repaint=repaint, layout=layout, recompose=recompose)

@@ -38,14 +38,13 @@ from gputop.model import DeviceSample, Missing, value
 from gputop.model.memory_split import MemorySplit
 from gputop.ui import bars, memory, textual_private
 from gputop.ui.render import (
-    Frame,
+    KeepsFrame,
     Runs,
     add_run,
     border_label_spans,
     changed_runs,
     changed_spans,
     content_strip,
-    framed_lines,
     part_runs,
     parts_segments,
     parts_strip,
@@ -224,7 +223,7 @@ def title(d: DeviceSample, width: int, found: list[Badge] | None = None) -> Cont
     return Content.assemble(head, " ", chips) if chips else head
 
 
-class GpuCard(textual_private.RepaintsNow, Widget):
+class GpuCard(KeepsFrame, textual_private.RepaintsNow, Widget):
     """A GPU as a card, drawn line by line. A tick repaints only the cells that changed, never
     the whole card. Click selects it; a second click opens the detail view."""
 
@@ -282,7 +281,6 @@ class GpuCard(textual_private.RepaintsNow, Widget):
         self._parts: dict[int, tuple[Line, list[Segment], str, list[Segment]]] = {}  # _make_strip
         self._runs: dict[int, tuple[Parts, Runs | None]] = {}  # _meter_runs
         self._style_cache: list[tuple[RichStyle, RichStyle]] = []
-        self._frame: Frame | None = None  # see render_lines
         self._title = self.border_title = Content(f"{index}")
 
     def notify_style_update(self) -> None:
@@ -470,20 +468,6 @@ class GpuCard(textual_private.RepaintsNow, Widget):
         self._parts[y] = (line, meter, text, graph)
         return Strip([*meter, *graph], width)
 
-    def render_lines(self, crop: Region) -> list[Strip]:
-        """The card's lines as the compositor asks for them, every tick: each changed content
-        line set in the border and padding Textual drew (render.framed_lines). A border line
-        whose title or legend changed is drawn by Textual again."""
-        frame = self._frame
-        size = self.outer_size
-        if frame is not None and frame.size == size and frame.stale:
-            for y in frame.stale:
-                frame.edges[y] = super().render_lines(Region(0, y, size.width, 1))[0]
-            frame.stale.clear()
-        self._frame, lines = framed_lines(self, frame, crop, self._content_line,
-                                          super().render_lines)
-        return lines
-
     def _history_styles(self) -> list[tuple[RichStyle, RichStyle]]:
         # Looking a component style up walks the DOM: done once per style change (which
         # empties the cache), not per line.
@@ -546,8 +530,6 @@ class GpuCard(textual_private.RepaintsNow, Widget):
             if not self._border_regions:
                 return self
             regions = tuple(self._border_regions)
-        if not regions and repaint:
-            self._frame = None  # all of it drawn by Textual again
         return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
 
     def on_resize(self) -> None:

@@ -22,12 +22,12 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from gputop.ui import textual_private
-from gputop.ui.render import Frame, changed_spans, framed_lines
+from gputop.ui.render import KeepsFrame, changed_spans
 from gputop.ui.text import sanitize
 from gputop.ui.view.process_rows import COLUMN_KEYS, COLUMNS, Row
 
 if TYPE_CHECKING:
-    from typing_extensions import Self
+    pass
 
 NARROW_WIDTH = 100
 NARROW_HIDES = ("job", "rss")
@@ -46,7 +46,7 @@ def fit(text: str, width: int, right: bool = False) -> str:
     return pad + text if right else text + pad
 
 
-class ProcessTable(textual_private.RepaintsNow, ScrollView, can_focus=True):
+class ProcessTable(KeepsFrame, textual_private.RepaintsNow, ScrollView, can_focus=True):
     DEFAULT_CSS = """
     ProcessTable {
         height: 1fr;
@@ -108,7 +108,6 @@ class ProcessTable(textual_private.RepaintsNow, ScrollView, can_focus=True):
         self._header: Strip | None = None
         self._palette_focus: bool | None = None
         self._palette: dict[str, RichStyle] = {}
-        self._frame: Frame | None = None  # see render_lines
 
     # -- data -----------------------------------------------------------------------------------
 
@@ -238,22 +237,11 @@ class ProcessTable(textual_private.RepaintsNow, ScrollView, can_focus=True):
             strip = self._strips[i] = self._row_strip(i, width)
         return strip
 
-    def render_lines(self, crop: Region) -> list[Strip]:
-        """The rows set in what Textual drew beside them (render.framed_lines): a table tick
-        changes a few cells of most rows on screen. A scrollbar comes or goes with a change
-        in the number of rows or in the size, which refresh the whole table."""
-        self._frame, lines = framed_lines(self, self._frame, crop, self._content_line,
-                                          super().render_lines)
-        return lines
-
     def _content_line(self, y: int, width: int) -> Strip:
+        """A row set in what Textual drew beside it (render.KeepsFrame): a table tick changes a
+        few cells of most rows on screen. A scrollbar comes or goes with a change in the number
+        of rows or in the size, which refresh the whole table."""
         return self.render_line(y)
-
-    def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False,
-                recompose: bool = False) -> Self:
-        if not regions and repaint:
-            self._frame = None  # all of it drawn by Textual again
-        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
 
     def _refresh_row(self, i: int) -> None:
         self._strips.pop(i, None)

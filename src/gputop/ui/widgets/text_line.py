@@ -15,10 +15,10 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from gputop.ui import textual_private
-from gputop.ui.render import Frame, changed_spans, content_strip, framed_lines
+from gputop.ui.render import KeepsFrame, changed_spans, content_strip
 
 if TYPE_CHECKING:
-    from typing_extensions import Self
+    pass
 
 
 def same(a: Content | None, b: Content | None) -> bool:
@@ -28,7 +28,7 @@ def same(a: Content | None, b: Content | None) -> bool:
     return a.plain == b.plain and list(a.spans) == list(b.spans)
 
 
-class TextLine(textual_private.RepaintsNow, Widget):
+class TextLine(KeepsFrame, textual_private.RepaintsNow, Widget):
     """Fixed-size text that changes often. `set` is a no-op when nothing changed, and never
     asks for a layout pass: the CSS gives the widget its size."""
 
@@ -46,7 +46,6 @@ class TextLine(textual_private.RepaintsNow, Widget):
         super().__init__(id=id, classes=classes)
         self._content = content or Content("")
         self._strip: Strip | None = None
-        self._frame: Frame | None = None  # see render_lines
 
     @property
     def content(self) -> Content:
@@ -86,19 +85,6 @@ class TextLine(textual_private.RepaintsNow, Widget):
         if self._strip is None or self._strip.cell_length != width:
             self._strip = self.make_strip(width)
         return self._strip
-
-    def render_lines(self, crop: Region) -> list[Strip]:
-        """The line set in the padding Textual drew around it (render.framed_lines): the
-        header's line changes every tick."""
-        self._frame, lines = framed_lines(self, self._frame, crop, self._content_line,
-                                          super().render_lines)
-        return lines
-
-    def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False,
-                recompose: bool = False) -> Self:
-        if not regions and repaint:
-            self._frame = None  # all of it drawn by Textual again
-        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
 
     def notify_style_update(self) -> None:
         super().notify_style_update()

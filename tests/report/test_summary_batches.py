@@ -42,13 +42,13 @@ def test_a_run_in_segments_gets_the_same_summaries_whatever_the_batch(
     assert got[7] == got[1] and got[BATCH_TICKS] == got[1] and got[10_000] == got[1]
 
 
-def ticks_written(demo: list[Any], path: Path) -> list[tuple[dict[str, Any], Any]]:
-    """Each tick as a writer hands it to its summarizer: (record, patch)."""
-    seen: list[tuple[dict[str, Any], Any]] = []
+def ticks_written(demo: list[Any], path: Path) -> list[tuple[dict[str, Any], Any, Any]]:
+    """Each tick as a writer hands it to its summarizer: (record, patch, Snapshot)."""
+    seen: list[tuple[dict[str, Any], Any, Any]] = []
 
     class Taken:
-        def add(self, rec: dict[str, Any], patch: Any) -> None:
-            seen.append((rec, patch))
+        def add(self, rec: dict[str, Any], patch: Any, snap: Any = None) -> None:
+            seen.append((rec, patch, snap))
 
         def summary(self, series: str | None, segment: int | None) -> dict[str, Any]:
             return {}
@@ -68,19 +68,19 @@ def test_a_file_finished_without_its_summary_hands_its_waiting_ticks_on(
     keeper still has waiting are the diagnostics' all the same, and that file's recap only."""
     ticks = ticks_written(demo, tmp_path / "taken.gputop")
     summaries = []
-    for batch in (1, 7):
+    for batch, snapshots in ((1, True), (7, True), (7, False)):
         keeper = SummaryKeeper(batch=batch)
-        for n, (rec, patch) in enumerate(ticks):
+        for n, (rec, patch, snap) in enumerate(ticks):
             if n in (45, 130):  # a file ends, its summary not asked for
                 keeper.next_file()
             if n == 90:  # one ends with its summary
                 keeper.summary(None, None)
                 keeper.next_file()
-            keeper.add(rec, patch)
+            keeper.add(rec, patch, snap if snapshots else None)
         summaries.append(keeper.summary(None, None))
     assert summaries[0]["recap"]["ticks"] == 200 - 130
     assert summaries[0]["findings"]
-    assert summaries[1] == summaries[0]
+    assert summaries[1] == summaries[0] and summaries[2] == summaries[0]
 
 
 class Failing(SummaryKeeper):

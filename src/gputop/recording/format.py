@@ -15,6 +15,7 @@ their own, the last of a fixed size that says where the summary starts.
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 import zlib
@@ -35,6 +36,7 @@ from gputop.model import (
     Topology,
     from_dict,
     from_dict_over,
+    replace,
 )
 from gputop.recording.checks import FORMAT as FORMAT  # defined with the header check
 from gputop.recording.checks import check_tick, parse_line
@@ -184,6 +186,111 @@ class SnapshotDecoder:
         return tuple(obj for _, obj in seen.values())
 
 
+# The fields of each class whose values the writer may round in the record form
+# (writer.round_to_sensor): a tick read back differs from the Snapshot written only in these.
+ROUNDED: dict[type, tuple[str, ...]] = {
+    HostSample: ("cpu_percent_per_core", "cpu_percent", "iowait_percent"),
+    ProcessSample: ("cpu_percent", "children"),
+    DeviceSample: ("pcie_rx", "pcie_tx"),
+    LinkSample: ("rx", "tx"),
+}
+_ONE = ("system", "host", "topology")  # the parts of a tick that are one object
+
+
+class ReadBack:
+    """The Snapshots a reader gets back from the ticks a writer writes, made from the Snapshots
+    written and their record form as written (rounded), without reading the record form back.
+
+    What a reader decodes of a tick is the Snapshot written but for what the writer rounded,
+    and in its order of the keyed lists: a merge patch leaves the items it keeps in their
+    places and adds new ones at the end (a process that started is last, wherever the source
+    had it). So each object written whose record is new is taken with its rounded fields
+    decoded from its record, and each list in a reader's order; an object whose record is last
+    tick's very record is last tick's object read back.
+
+    A tick given without its Snapshot is read as a reader reads it: its patch applied to the
+    tick before, and decoded (SnapshotDecoder). So is every tick after it up to the next
+    keyframe: a writer gives none where its patch left out a value equal to the one before but
+    of another kind (1.0 after 1: a reader keeps the 1), and from then on the reader's ticks
+    may differ from those written. So is a tick whose keyed lists name an item twice."""
+
+    def __init__(self) -> None:
+        # Of each part last read: its record, and the objects read back (keyed parts: by key,
+        # in a reader's order, each (its record, its object), and the tuple of the objects).
+        self._one: dict[str, tuple[object, object]] = {}
+        self._keyed: dict[str, tuple[object, dict[str, tuple[Any, object]], tuple[Any, ...]]]
+        self._keyed = {}
+        self._last: Mapping[str, Any] | None = None  # the tick last read, in record form
+        self._state: dict[str, Any] | None = None  # the reader's tick, once read as a reader
+        self._decoder = SnapshotDecoder()
+
+    def read(self, rec: Mapping[str, Any], patch: Mapping[str, Any] | None,
+             snap: Snapshot | None = None) -> Snapshot:
+        """The Snapshot a reader gets of tick `rec`: a keyframe (`patch` is None), or `patch`
+        applied to the tick read before; written from `snap`."""
+        if patch is None:
+            self._one.clear()
+            self._keyed.clear()
+            self._state = None
+        if (self._state is not None or snap is None or (self._last is None and patch is not None)
+                or any(len(rec.get(name) or ()) != len(getattr(snap, name)) for name in _KEYED)):
+            return self._decode(rec, patch)
+        parts: dict[str, Any] = {}
+        for name in _ONE:
+            obj, r = getattr(snap, name), rec.get(name)
+            hit = self._one.get(name)
+            if hit is not None and hit[0] is r:
+                parts[name] = hit[1]
+                continue
+            if r is not None:
+                obj = _rounded(obj, r)
+            self._one[name] = (r, obj)
+            parts[name] = obj
+        for name in _KEYED:
+            keyed = rec[name]
+            last = self._keyed.get(name)
+            if last is not None and last[0] is keyed:  # the very items (links between slow ticks)
+                parts[name] = last[2]
+                continue
+            was = last[1] if last is not None else {}
+            now: dict[str, tuple[Any, object]] = {}
+            for (key, r), obj in zip(keyed.items(), getattr(snap, name)):
+                hit = was.get(key)
+                now[key] = hit if hit is not None and hit[0] is r else (r, _rounded(obj, r))
+            if list(was) != list(now):  # a reader's order: the items kept, then the new ones
+                ordered = {key: now[key] for key in was if key in now}
+                ordered.update(now)
+                now = ordered
+            self._keyed[name] = (keyed, now, tuple([obj for _, obj in now.values()]))
+            parts[name] = self._keyed[name][2]
+        self._last = rec
+        return replace(snap, **parts)
+
+    def _decode(self, rec: Mapping[str, Any], patch: Mapping[str, Any] | None) -> Snapshot:
+        """Tick `rec` read as a reader reads it."""
+        if patch is None or (self._state is None and self._last is None):
+            state, patch = dict(rec), None
+        elif self._state is not None:
+            state = apply(self._state, patch)
+        else:  # the tick before was read from its Snapshot: a reader's is its record
+            before = dict(self._last)  # type: ignore[arg-type]
+            for name, (_, items, _) in self._keyed.items():
+                before[name] = {key: r for key, (r, _) in items.items()}
+            state, patch = apply(before, patch), None
+        self._state = state
+        self._last = rec
+        return self._decoder.decode(state, patch)
+
+
+def _rounded(obj: Any, rec: Mapping[str, Any]) -> Any:
+    """`obj` with the fields the writer may have rounded decoded from its record `rec`."""
+    fields = ROUNDED.get(type(obj))
+    if not fields:
+        return obj
+    changed = {f: rec[f] for f in fields if f in rec}
+    return from_dict_over(obj, changed) if changed else obj
+
+
 def _patched(cls: type, old: Any, rec: Mapping[str, Any], patch: Any) -> Any:
     """from_dict(cls, rec) where `rec` is the record `old` was decoded from with the merge patch
     `patch` applied: the keys it names are decoded again, the other fields are old's."""
@@ -199,18 +306,24 @@ def _patched(cls: type, old: Any, rec: Mapping[str, Any], patch: Any) -> Any:
 
 
 def diff(old: Mapping[str, Any], new: Mapping[str, Any],
-         since: Mapping[int, tuple[Mapping[str, Any], list[str]]] | None = None
-         ) -> dict[str, Any]:
+         since: Mapping[int, tuple[Mapping[str, Any], list[str]]] | None = None,
+         unlike: list[str] | None = None) -> dict[str, Any]:
     """The RFC 7386 merge patch that turns `old` into `new`. With `since` (DictMemo.since), a
-    dict made from `old` by putting some keys is compared on those keys only."""
+    dict made from `old` by putting some keys is compared on those keys only. Equal values are
+    not patched, whatever their kinds: 1 and 1.0, 1 and true, 0.0 and -0.0 (a reader keeps the
+    old one); with `unlike`, the keys of such values are added to it."""
     patch: dict[str, Any] = {}
     hint = since.get(id(new)) if since else None
     if hint is not None and hint[0] is old:
         for k in hint[1]:
             v, ov = new[k], old[k]
-            if ov is not v and ov != v:
-                patch[k] = (diff(ov, v, since) if isinstance(ov, dict) and isinstance(v, dict)
-                            else v)
+            if ov is v:
+                continue
+            if ov != v:
+                patch[k] = (diff(ov, v, since, unlike)
+                            if isinstance(ov, dict) and isinstance(v, dict) else v)
+            elif unlike is not None and not same_json(ov, v):
+                unlike.append(k)
         return patch
     kept = 0  # keys of `new` that `old` has
     for k, v in new.items():
@@ -222,8 +335,10 @@ def diff(old: Mapping[str, Any], new: Mapping[str, Any],
         else:
             kept += 1
             if ov != v:
-                patch[k] = (diff(ov, v, since) if isinstance(ov, dict) and isinstance(v, dict)
-                            else v)
+                patch[k] = (diff(ov, v, since, unlike)
+                            if isinstance(ov, dict) and isinstance(v, dict) else v)
+            elif unlike is not None and not same_json(ov, v):
+                unlike.append(k)
     if kept != len(old):
         for k in old:
             if k not in new:
@@ -232,6 +347,21 @@ def diff(old: Mapping[str, Any], new: Mapping[str, Any],
 
 
 _ABSENT = object()
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """Whether two equal values (a == b) are also written alike: 1 and 1.0, 1 and True, 0.0 and
+    -0.0 are equal but are not."""
+    t = type(a)
+    if t is not type(b):
+        return False
+    if t is float:
+        return a != 0.0 or math.copysign(1.0, a) == math.copysign(1.0, b)
+    if t is list:
+        return all(map(same_json, a, b))
+    if t is dict:
+        return list(a) == list(b) and all(same_json(x, b[k]) for k, x in a.items())
+    return True
 
 
 def apply(target: Any, patch: Any) -> Any:

@@ -128,9 +128,10 @@ def _line(obj: Mapping[str, Any]) -> bytes:
 class Summarizer(Protocol):
     """What a writer is given to summarize each file it writes (gputop.report.summary)."""
 
-    def add(self, rec: dict[str, Any], patch: dict[str, Any] | None) -> None:
-        """One tick as written: in record form, and the patch it was written as (None for a
-        keyframe)."""
+    def add(self, rec: dict[str, Any], patch: dict[str, Any] | None,
+            snap: Snapshot | None = None) -> None:
+        """One tick as written: in record form, the patch it was written as (None for a
+        keyframe), and the Snapshot it was made from."""
 
     def summary(self, series: str | None, segment: int | None) -> dict[str, Any]:
         """The summary of the file being written, up to now."""
@@ -202,7 +203,8 @@ class RecordingWriter:
         rec = to_record(snap, self._memo, self._keys)
         round_to_sensor(rec, fresh=self._memo.built, last=self._prev)
         keyframe = self._prev is None or self._since_keyframe >= self._keyframe_every
-        patch = None if keyframe else diff(self._prev or {}, rec, self._memo.since)
+        unlike: list[str] = []  # values left out of the patch as equal to the last tick's
+        patch = None if keyframe else diff(self._prev or {}, rec, self._memo.since, unlike)
         self._memo.next_tick()
         line = _line({"k": rec} if patch is None else {"d": patch})
         z = self._z.copy() if self._max_bytes is not None else self._z
@@ -220,13 +222,15 @@ class RecordingWriter:
         self._segment_ticks += 1
         self.ticks += 1
         if self._summary is not None:
-            self._summarize(rec, patch, keyframe)
+            # Where the patch left out an equal value of another kind (1.0 after 1), a reader
+            # keeps the one before: the summary reads such ticks back as a reader does.
+            self._summarize(rec, patch, keyframe, None if unlike and not keyframe else snap)
 
     def _summarize(self, rec: dict[str, Any], patch: dict[str, Any] | None,
-                   keyframe: bool) -> None:
+                   keyframe: bool, snap: Snapshot | None) -> None:
         assert self._summary is not None
         try:
-            self._summary.add(rec, patch)
+            self._summary.add(rec, patch, snap)
             n = self._segment_ticks
             if self._max_bytes is not None and (keyframe or n & (n - 1) == 0):
                 # Keep room for the summary as it grows: it is measured at 1, 2, 4 ... ticks

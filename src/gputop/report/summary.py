@@ -25,11 +25,10 @@ from gputop.diagnose.types import Finding
 from gputop.errors import RecordingError
 from gputop.model import Snapshot
 from gputop.recording import (
+    ReadBack,
     RecordingReader,
     SeriesReader,
-    SnapshotDecoder,
     SummaryDamaged,
-    apply,
     read_summary,
     ticks_match,
 )
@@ -103,34 +102,32 @@ class SummaryKeeper:
         self.engine = default_engine()
         self.signature = signature(self.engine)
         self.recap = Recap()
-        self._decoder = SnapshotDecoder()
-        self._state: dict[str, Any] | None = None
+        self._read_back = ReadBack()
         self._first_segment: int | None = None
         self._batch = max(1, batch)
-        self._pending: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
+        self._pending: list[tuple[dict[str, Any], dict[str, Any] | None, Snapshot | None]] = []
 
-    def add(self, rec: dict[str, Any], patch: dict[str, Any] | None) -> None:
-        """One tick as the writer wrote it: a keyframe (`patch` is None) or a patch. It is taken
-        with the next ones, `batch` at a time; `summary` and `next_file` take those waiting."""
-        self._pending.append((rec, patch))
+    def add(self, rec: dict[str, Any], patch: dict[str, Any] | None,
+            snap: Snapshot | None = None) -> None:
+        """One tick as the writer wrote it: a keyframe (`patch` is None) or a patch, and the
+        Snapshot written (what a reader gets back is worked out from it where it is given, else
+        decoded from `rec`). It is taken with the next ones, `batch` at a time; `summary` and
+        `next_file` take those waiting."""
+        self._pending.append((rec, patch, snap))
         if len(self._pending) >= self._batch:
             self._catch_up()
 
     def _catch_up(self) -> None:
-        """Decodes and diagnoses the ticks waiting, in the order they were written: the same
-        calls on the same ticks as one at a time (the writer never changes a tick's record or
-        patch once written), made while the code and data they touch are in the CPU's caches."""
+        """Diagnoses the ticks waiting as a reader gets them back, in the order they were
+        written: the same calls on the same ticks as one at a time (the writer never changes a
+        tick's record once written), made while the code and data they touch are in the CPU's
+        caches."""
         pending, self._pending = self._pending, []
-        decode, update, add = self._decoder.decode, self.engine.update, self.recap.add
-        for rec, patch in pending:
+        read, update, add = self._read_back.read, self.engine.update, self.recap.add
+        for rec, patch, written in pending:
             # What a reader rebuilds, in its key order (which orders the devices and
-            # processes), sharing what did not change so that decoding it is cheap.
-            if patch is None or self._state is None:
-                state, patch = rec, None
-            else:
-                state = apply(self._state, patch)
-            self._state = state
-            snap = decode(state, patch)  # what the patch did not touch is kept
+            # processes), sharing what did not change.
+            snap = read(rec, patch, written)
             update(snap)
             add(snap)
 

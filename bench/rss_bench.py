@@ -71,10 +71,10 @@ BARE_APP = textwrap.dedent("""
 
 def layers() -> list[tuple[str, float]]:
     """(step, VmRSS in MiB after it), all steps in one fresh Python."""
-    code = ["import json", "out = []"]
+    code = ["out = []"]
     for label, step in STEPS:
         code += [step, f"out.append(({label!r}, {STATUS} / 1024))"]
-    code.append("print(json.dumps(out))")
+    code.append("import json; print(json.dumps(out))")  # json last: it loads re and enum
     res = subprocess.run([sys.executable, "-c", "\n".join(code)], check=True, text=True,
                          stdout=subprocess.PIPE)
     return [(label, mib) for label, mib in json.loads(res.stdout)]

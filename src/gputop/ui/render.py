@@ -264,13 +264,31 @@ def changed_spans(old: Strip | None, new: Strip) -> list[tuple[int, int]]:
     whole = [(0, width)] if width else []
     if old is None or old.cell_length != width:
         return whole
-    a, b = list(old), list(new)
-    if a == b:
+    a_runs, b_runs = _strip_runs(old, forget=True), _strip_runs(new)
+    if a_runs == b_runs:  # the same segments
         return []
-    a_runs, b_runs = _segment_runs(a), _segment_runs(b)
     if len(a_runs[0]) != width or len(b_runs[0]) != width:
         return whole
     return changed_runs(a_runs, b_runs, width)
+
+
+# The runs of the lines `changed_spans` was last given as new, by identity, each kept with its
+# line: a line on screen is the old one of the next comparison, and is not cut into runs again.
+_RUNS: dict[int, tuple[Strip, Runs]] = {}
+
+
+def _strip_runs(strip: Strip, forget: bool = False) -> Runs:
+    """`strip` as runs, one a segment; `forget`: it will not be compared again."""
+    key = id(strip)
+    found = _RUNS.pop(key, None) if forget else _RUNS.get(key)
+    if found is not None and found[0] is strip:
+        return found[1]
+    runs = _segment_runs(list(strip))
+    if not forget:
+        if len(_RUNS) >= 512:  # lines of widgets that went away
+            _RUNS.clear()
+        _RUNS[key] = (strip, runs)
+    return runs
 
 
 def _segment_runs(segments: list[Segment]) -> Runs:

@@ -56,6 +56,7 @@ from tests.helpers.ui import (
     node,
     pids,
     process,
+    repainted,
     screen_text,
     series,
     show,
@@ -483,19 +484,12 @@ async def test_only_changed_card_lines_are_repainted() -> None:
         flat = series(40, util=lambda g, t: 99.0)  # a steady node: nothing moves
         await show(app, pilot, flat[:39])
         card = next(c for c in app.query(GpuCard) if c.index == 0)
-        painted: list[Any] = []
-        original = card.refresh
-
-        def spy(*regions: Any, **kw: Any) -> Any:
-            painted.extend(regions)
-            return original(*regions, **kw)
-
-        card.refresh = spy  # type: ignore[method-assign]
-        app.apply_snapshot(dataclasses.replace(flat[39], time=T0 + 39))
-        assert painted == []  # same numbers, flat history: not a cell repainted
-        changed = node(40, util=lambda g, t: 99.0,
-                       devices={0: {"power_draw": 650.0}})
-        app.apply_snapshot(changed)
+        with repainted(card) as painted:
+            app.apply_snapshot(dataclasses.replace(flat[39], time=T0 + 39))
+            assert painted == []  # same numbers, flat history: not a cell repainted
+            changed = node(40, util=lambda g, t: 99.0,
+                           devices={0: {"power_draw": 650.0}})
+            app.apply_snapshot(changed)
         assert painted and all(r.height == 1 and r.width < card.size.width for r in painted)
 
 
@@ -531,20 +525,13 @@ async def test_process_table_repaints_only_the_cells_that_changed() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await show(app, pilot, [node(0)])
         t = table(app)
-        repainted: list[Any] = []
-        original = t.refresh
-
-        def spy(*regions: Any, **kw: Any) -> Any:
-            repainted.extend(regions)
-            return original(*regions, **kw)
-
-        t.refresh = spy  # type: ignore[method-assign]
-        procs = list(node(0).processes)
-        procs[3] = dataclasses.replace(procs[3], cpu_percent=250.0)
-        app.apply_snapshot(node(0, processes=tuple(procs)))
+        with repainted(t) as regions:
+            procs = list(node(0).processes)
+            procs[3] = dataclasses.replace(procs[3], cpu_percent=250.0)
+            app.apply_snapshot(node(0, processes=tuple(procs)))
         # Row 3 is line 4 under the header; of it, only the CPU % cells.
-        assert [(r.y, r.height) for r in repainted] == [(4, 1)]
-        assert repainted[0].width <= 5
+        assert [(r.y, r.height) for r in regions] == [(4, 1)]
+        assert regions[0].width <= 5
 
 
 async def test_sort_keys_and_header_clicks() -> None:

@@ -295,8 +295,10 @@ def _processes_utilization(nvml: Any, handle: Any, last_seen: int,
                            room: dict[str, int]) -> list[Any]:
     """Each process's utilization samples since `last_seen` (µs), as the binding's
     nvmlDeviceGetProcessesUtilizationInfo gives them, in one driver call where the binding makes
-    two (see `_sized`): each costs about what the older call below costs, 1.4 ms of CPU on an
-    H100 (driver 580). The binding's wrapper where the binding lacks what the one call needs."""
+    two (see `_sized`). On an H100 with driver 580 the samples cost about 2.3 ms of CPU a call,
+    as the older call below does, and asking the count alone little: the one call saves the
+    binding's work, not the driver's (fixtures/nvidia/h100-train/process-use-calls.txt). The
+    binding's wrapper where the binding lacks what the one call needs."""
     name = "nvmlDeviceGetProcessesUtilizationInfo"
     info_t = getattr(nvml, "c_nvmlProcessesUtilizationInfo_v1_t", None)
     sample_t = _plain(getattr(nvml, "c_nvmlProcessUtilizationInfo_v1_t", None))
@@ -319,7 +321,7 @@ def _processes_utilization(nvml: Any, handle: Any, last_seen: int,
 def _process_utilization(nvml: Any, handle: Any, last_seen: int,
                          room: dict[str, int]) -> list[Any]:
     """The same from nvmlDeviceGetProcessUtilization, the call of drivers before 550, in one
-    driver call of its 1.4 ms where the binding makes two."""
+    driver call where the binding makes two."""
     name = "nvmlDeviceGetProcessUtilization"
     sample_t = _plain(getattr(nvml, "c_nvmlProcessUtilizationSample_t", None))
     pointer = getattr(nvml, "_nvmlGetFunctionPointer", None)

@@ -1016,6 +1016,15 @@ def test_a_replay_says_when_each_finding_was_shown_and_its_condition_began() -> 
     assert "shown" not in finding_line(older, times=True).plain
 
 
+def _parts(content: Any) -> tuple[tuple[str, str], ...]:
+    """A Content whose spans do not overlap as (text, style) parts."""
+    text, pos, parts = content.plain, 0, []
+    for span in content.spans:
+        parts += [(text[pos:span.start], ""), (text[span.start:span.end], span.style)]
+        pos = span.end
+    return (*parts, (text[pos:], ""))
+
+
 def test_the_header_keeps_the_parts_that_fit_as_joining_them_would() -> None:
     """The header's line is put together once from its measured parts: at every width, what
     joining the parts that fit, the gap and the badge gives (the last part dropped first)."""
@@ -1038,7 +1047,8 @@ def test_the_header_keeps_the_parts_that_fit_as_joining_them_would() -> None:
             line = Content("  ").join([left, *kept])
         want = (line + Content(" " * max(1, width - line.cell_length - right.cell_length))
                 + right).truncate(width)
-        got = fit_line(left, parts, right, width)
+        got = Content.assemble(*fit_line(_parts(left), [_parts(p) for p in parts],
+                                         _parts(right), width)).truncate(width)
         assert (got.plain, list(got.spans), got.cell_length) == (
             want.plain, list(want.spans), want.cell_length), width
         kept_counts.add(len(kept))

@@ -123,13 +123,7 @@ def header_parts(snap: Snapshot | None, now: float, width: int, *, interval: flo
     else:
         left = _identity(suffix, None, None, None, None)[0]
     # Drop the least important parts until the line fits; the freshness badge always stays.
-    lengths = [_cells(p) for p in parts]
-    kept, gap = _fit(_cells(left), lengths, _cells(right), width)
-    line = list(left)
-    for p in parts[:kept]:
-        line += [("  ", ""), *p]
-    line += [(" " * gap, ""), *right]
-    return tuple(line)
+    return fit_line(left, parts, right, width)
 
 
 def _cells(parts: tuple[Part, ...]) -> int:
@@ -146,29 +140,23 @@ def header_content(snap: Snapshot | None, now: float, width: int, *, interval: f
     return Content.assemble(*parts, strip_control_codes=False).truncate(width)
 
 
-def _fit(left: int, parts: list[int], right: int, width: int) -> tuple[int, int]:
-    """How many of `parts` (by their cell lengths) fit two spaces apart after `left`, with
-    `right` at least a space after them in `width` cells (the last dropped first); and the
-    blanks before `right`."""
-    kept = len(parts)
-    length = left + sum(2 + p for p in parts)
-    while kept and length + 2 + right > width:
-        kept -= 1
-        length -= 2 + parts[kept]
-    return kept, max(1, width - length - right)
-
-
-def fit_line(left: Content, parts: list[Content], right: Content, width: int) -> Content:
+def fit_line(left: tuple[Part, ...], parts: list[tuple[Part, ...]], right: tuple[Part, ...],
+             width: int) -> tuple[Part, ...]:
     """`left` and as many of `parts` as fit (the last dropped first), two spaces apart, and
-    `right` against the right edge of `width` cells, at least a space after the rest; cut at
-    `width`. Measured part by part and put together once: a Content made of the whole line (a
-    join, a sum) scans all its text again for control codes, which its parts were cleared of."""
-    kept, gap = _fit(left.cell_length, [p.cell_length for p in parts], right.cell_length, width)
-    pieces: list[Content | str] = [left]
+    `right` against the right edge of `width` cells, at least a space after the rest (not cut
+    at `width`: `header_content` cuts it). Measured part by part, put together once."""
+    lengths = [_cells(p) for p in parts]
+    right_length = _cells(right)
+    kept = len(parts)
+    length = _cells(left) + sum(2 + n for n in lengths)
+    while kept and length + 2 + right_length > width:
+        kept -= 1
+        length -= 2 + lengths[kept]
+    line = list(left)
     for p in parts[:kept]:
-        pieces += ["  ", p]
-    pieces += [" " * gap, right]
-    return Content.assemble(*pieces, strip_control_codes=False).truncate(width)
+        line += [("  ", ""), *p]
+    line += [(" " * max(1, width - length - right_length), ""), *right]
+    return tuple(line)
 
 
 class StatusHeader(TextLine):

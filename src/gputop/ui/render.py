@@ -9,6 +9,7 @@ textual_private, which makes Textual send a region from its start)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from rich.cells import cell_len
@@ -238,13 +239,35 @@ def _is_truecolor(style: RichStyle | None) -> bool:
     return truecolor
 
 
+# The styles found to pass the truecolor filter unchanged, by identity, each kept alive so
+# that its identity stays its own: whether a line's styles all are is a lookup a segment, made
+# without running Python code for each.
+_TRUECOLOR_IDS: dict[int, RichStyle | None] = {}
+_STYLE = itemgetter(1)  # a Segment's style
+
+
+def _all_truecolor(strip: Strip) -> bool:
+    """Whether the truecolor filter leaves every style of `strip` as it is."""
+    known = _TRUECOLOR_IDS
+    if all(map(known.__contains__, map(id, map(_STYLE, strip)))):
+        return True
+    for segment in strip:
+        style = segment.style
+        if id(style) not in known:
+            if not _is_truecolor(style):
+                return False
+            if len(known) > 1024:
+                known.clear()
+            known[id(style)] = style
+    return True
+
+
 def apply_filters(strip: Strip, filters: list[LineFilter], background: Color) -> Strip:
     """`strip` through the app's line filters (NO_COLOR, the ANSI theme's colours), as Textual
     puts every line through them; the truecolor filter, which the app has on all the time, is
     skipped where it would change nothing (a new Strip for the same segments)."""
     for line_filter in filters:
-        if type(line_filter) is ANSIToTruecolor and all(
-                _is_truecolor(segment.style) for segment in strip):
+        if type(line_filter) is ANSIToTruecolor and _all_truecolor(strip):
             continue
         strip = strip.apply_filter(line_filter, background)
     return strip

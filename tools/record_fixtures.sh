@@ -6,7 +6,9 @@
 #   tools/record_fixtures.sh OUTDIR [CASE...]   (from the repository root; PYTHON=python3)
 #
 # CASEs: idle healthy starved fragmented near_oom leak leak_busy host_bound copy_bound
-# copy_pageable healthy_eval (default: the first six).
+# copy_pageable healthy_eval power_capped (default: the first six). power_capped runs healthy
+# with GPU 0's power limit lowered to POWER_CAP watts (default 350; nvidia-smi -pl, as root),
+# and puts the default limit back after.
 set -u
 out=${1:?usage: tools/record_fixtures.sh OUTDIR [CASE...]}
 shift
@@ -45,8 +47,14 @@ done
 
 # record NAME SECONDS [probe] : records while the workload runs, then 3 s of its aftermath.
 record() {
-  local name=$1 secs=$2 runner=()
+  local name=$1 secs=$2 runner=() workload=$1
   [ "${3:-}" = probe ] && runner=(-m gputop.probe)
+  : > "$out/$name.log"
+  if [ "$name" = power_capped ]; then
+    workload=healthy
+    nvidia-smi -i 0 -pl "${POWER_CAP:-350}" >> "$out/$name.log" 2>&1 \
+      || { echo "$name: the power limit could not be set"; return; }
+  fi
   "$py" -m gputop --record "$out/$name.jsonl.gz" --headless 2> "$out/$name.recorder.txt" &
   local rec=$!
   local began=$SECONDS
@@ -55,8 +63,8 @@ record() {
   if [ "$name" = idle ]; then
     sleep "$secs"
   else
-    timeout $((secs + 60)) "$py" "${runner[@]}" tools/fixture_workloads.py "$name" \
-      --seconds "$secs" > "$out/$name.log" 2>&1 &
+    timeout $((secs + 60)) "$py" "${runner[@]}" tools/fixture_workloads.py "$workload" \
+      --seconds "$secs" >> "$out/$name.log" 2>&1 &
     local job=$!
     sleep $((secs / 2 + 8))  # the workload's start (torch, CUDA) takes seconds
     nvidia-smi -q -x > "$out/$name.nvidia-smi-q.xml" 2>&1
@@ -67,12 +75,17 @@ record() {
   kill -TERM "$rec" 2>/dev/null
   wait "$rec"
   echo "   recorder exit $?: $(tail -1 "$out/$name.recorder.txt")"
+  if [ "$name" = power_capped ]; then
+    local default
+    default=$(nvidia-smi -i 0 --query-gpu=power.default_limit --format=csv,noheader,nounits)
+    nvidia-smi -i 0 -pl "${default%.*}" >> "$out/$name.log" 2>&1
+  fi
   nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader
 }
 
 declare -A seconds=([idle]=15 [healthy]=40 [starved]=50 [fragmented]=40 [near_oom]=45 [leak]=30
                     [leak_busy]=45 [host_bound]=50 [copy_bound]=80 [copy_pageable]=45
-                    [healthy_eval]=60)
+                    [healthy_eval]=60 [power_capped]=100)
 for case in "${cases[@]}"; do
   # The starved loop is timed through the runner, which patches DataLoader.__iter__.
   record "$case" "${seconds[$case]:?unknown case $case}" $([ "$case" = starved ] && echo probe)

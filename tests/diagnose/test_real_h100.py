@@ -59,3 +59,14 @@ def test_batches_made_in_the_main_process_starve_the_gpu_within_half_a_minute() 
     assert f.evidence["main_cpu_pct"] > 1000 and f.evidence["workers"] == 0
     assert f.opened is not None and f.opened - began(snaps, 10) <= 35
     assert f.until is not None
+
+
+def test_a_lowered_power_limit_is_named_within_20_s_of_the_loop() -> None:
+    # healthy's MLP with the limit lowered from 700 to 350 W (nvidia-smi -pl): 100 % busy at
+    # 350 W, the SM clock 675-945 MHz of 1980, 13.2 steps a second against 20 at 700 W.
+    snaps = ticks("power_capped")
+    (f,) = findings(snaps)
+    assert (f.id, f.severity) == ("power.cap", "warning")
+    assert "power limit lowered to 350 W (default 700 W)" in f.title
+    assert f.evidence["clock_mhz"] < 1000 and f.evidence["clock_max_mhz"] == 1980
+    assert f.opened is not None and f.opened - began(snaps, 80) <= 20

@@ -184,9 +184,30 @@ def test_power_capped_with_clocks_below_the_measured_range_is_info() -> None:
     assert "power-limited at 700 W with low clocks" in conds[0].title
 
 
-def test_power_cap_is_judged_only_after_a_minute() -> None:
-    snaps = [healthy(t, power_limit=400.0, clock_sm=1100) for t in range(50)]
+def test_power_cap_at_the_default_limit_is_judged_only_after_a_minute() -> None:
+    snaps = [healthy(t, clock_sm=1005) for t in range(50)]
     assert throttle.check_power(snaps) == []
+
+
+def test_a_lowered_power_limit_is_judged_over_the_last_20_s() -> None:
+    # A minute below the cap, then the limit lowered to 400 W and the cap holding the clocks 88 %
+    # of the time at 1100 MHz: named once it held them over half of the last 20 s, not half of
+    # the whole window.
+    def tick(t: int) -> Snapshot:
+        if t < 60:
+            return healthy(t, throttle=(), throttle_time=counters(t))
+        capped = counters(t)
+        capped["sw_power_cap"] += 0.88 * (t - 60)
+        return healthy(t, power_limit=400.0, clock_sm=1100, throttle_time=capped)
+
+    snaps = [tick(t) for t in range(80)]
+    assert throttle.check_power(snaps[:68]) == []  # 7 s of 20 capped
+    (c, *_) = throttle.check_power(snaps[:74])  # 13 s of 20
+    assert c.severity == "warning" and "lowered to 400 W (default 700 W)" in c.title
+    assert "1100/1980 MHz" in c.title and c.evidence["cap_share"] > 0.5
+    lowered = [healthy(t, power_limit=400.0, clock_sm=1100) for t in range(21)]
+    assert throttle.check_power(lowered[:19]) == []  # less than 20 s of history
+    assert throttle.check_power(lowered)
 
 
 def test_the_thermal_check_passes_over_a_gpu_only_where_its_full_reading_finds_nothing() -> None:

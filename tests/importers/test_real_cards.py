@@ -52,6 +52,18 @@ def test_the_card_mid_run_reads_as_the_recorder_read_it_that_second(
         assert "sw_power_cap" in gpu.throttle and "sw_power_cap" in nvml.throttle
 
 
+def test_a_lowered_power_limit_reads_as_the_recorder_read_it() -> None:
+    # The H100 with its limit lowered from 700 to 350 W (nvidia-smi -pl), half-way through a run.
+    text = (FIXTURES / "h100-train" / "power_capped.nvidia-smi-q.xml").read_text(encoding="utf-8")
+    (snap,) = import_logs([("power_capped.nvidia-smi-q.xml", text)]).snapshots
+    gpu, nvml = snap.devices[0], recorded("h100-train", "power_capped", at=snap.time)
+    assert (gpu.power_limit, gpu.power_default_limit) == (350.0, 700.0)
+    assert (nvml.power_limit, nvml.power_default_limit) == (350.0, 700.0)
+    assert abs(gpu.power_draw - nvml.power_draw) < 10 and gpu.power_draw < 360
+    assert 600 < gpu.clock_sm < 1000 and 600 < nvml.clock_sm < 1000
+    assert gpu.throttle == nvml.throttle == ("sw_power_cap",)
+
+
 @pytest.mark.parametrize("card", CARDS)
 def test_the_default_table_gives_what_it_shows(card: str) -> None:
     gpu, nvml = imported(card, "nvidia-smi.txt"), recorded(card, "idle")

@@ -52,6 +52,10 @@ CLEAR_S = 3.0
 
 POWER_WINDOW_S = 300.0  # R6: a 5 min window
 POWER_MIN_S = 60.0  # judged once a minute of it is there
+# A limit below the default is a setting, not a state the clocks pass through: it is judged over
+# the last 20 s, from 20 s of history on. A real H100 whose limit was lowered from 700 to 350 W
+# made a third fewer training steps a second (fixtures/nvidia/h100-train/power_capped.jsonl.gz).
+LOWERED_S = 20.0
 CAP_SHARE = 0.5  # R6: SW power cap > 50 % of the window
 CAP_CLOCK = 0.85  # R6: while SM clock < 85 % of max
 # At its default limit, an H100 under dense bf16 GEMM held a median 1395 MHz and never went below
@@ -336,33 +340,42 @@ def _bare_at(s: Snapshot, index: int) -> bool:
 
 
 def check_power(window: Sequence[Snapshot]) -> list[Condition]:
-    if not covers(window, POWER_MIN_S, 1.0):
+    if not covers(window, LOWERED_S, 1.0):
         return []
+    judged = covers(window, POWER_MIN_S, 1.0)  # at the default limit, from a minute on
+    recent = last(window, LOWERED_S)
     out = []
     newest = window[-1]
     for index in devices(window):
         d = device_at(newest, index)
-        if d is None or not _active(window, index):
+        if d is None:
             continue
-        share = reason_share(window, index, "sw_power_cap")
+        limit, default = number(d.power_limit), number(d.power_default_limit)
+        lowered = limit is not None and default is not None and \
+            limit < default - LIMIT_TOLERANCE_W
+        if not lowered and not judged:
+            continue
+        span = recent if lowered else window
+        if not _active(span, index):
+            continue
+        share = reason_share(span, index, "sw_power_cap")
         clock_max = number(d.clock_sm_max)
         if share is None or share <= CAP_SHARE or not clock_max:
             continue
-        clock = _capped_clock(window, index)
+        clock = _capped_clock(span, index)
         if clock is None:
             continue
         ratio = clock / clock_max
         if ratio >= CAP_CLOCK:
             continue
-        limit, default = number(d.power_limit), number(d.power_default_limit)
-        draw = field_mean(window, index, "power_draw")
+        draw = field_mean(span, index, "power_draw")
         evidence = {k: v for k, v in (("cap_share", share), ("clock_mhz", clock),
                                       ("clock_max_mhz", clock_max), ("power_limit_w", limit),
                                       ("power_default_limit_w", default), ("power_w", draw))
                     if v is not None}
         gpu = f"GPU{index}"
         clocks = f"clocks {clock:.0f}/{clock_max:.0f} MHz"
-        if limit is not None and default is not None and limit < default - LIMIT_TOLERANCE_W:
+        if lowered:
             out.append(Condition(
                 id="power.cap", severity="warning", device=index,
                 title=f"{gpu} power limit lowered to {limit:.0f} W (default {default:.0f} W): "

@@ -155,3 +155,54 @@ def test_a_figure_kept_for_a_tick_is_worked_out_again_at_the_next() -> None:
     h.forget_before(T0 + 1)  # the same places in the history now hold other ticks
     assert w.field_mean(h.since(T0), 0, "util_gpu") == 30.0  # 10 ... 50
     assert w.busy_mean(h.since(T0), 0) == ("gr_active", 96.0)
+
+
+def test_a_column_keeps_what_its_reads_reach_and_works_out_again_what_a_longer_one_wants(
+) -> None:
+    snaps = holey(400)
+    h = History()
+    for k, s in enumerate(snaps):
+        h.append(s)
+        h.forget_before(s.time - 300)
+        h.trim_columns()
+        kept = [x for x in snaps[:k + 1] if x.time >= s.time - 300]
+        # 10 s every tick, and the whole five minutes only every 97 ticks, as a rule that
+        # looks back further only when something holds
+        for seconds in (10, 300) if k % 97 == 96 else (10,):
+            win, plain = h.since(s.time - seconds), [x for x in kept if x.time >= s.time - seconds]
+            for index in (0, 1):
+                assert w.field_readings(win, index, "util_gpu") == w.field_readings(
+                    plain, index, "util_gpu")
+                assert w.field_values(win, index, "temp_gpu") == w.field_values(
+                    plain, index, "temp_gpu")
+                assert w.series(win, index, "util_gpu") == w.series(plain, index, "util_gpu")
+                for reason in ("sw_thermal", "sw_power_cap"):
+                    assert w.counter_growth(win, index, reason) == w.counter_growth(
+                        plain, index, reason)
+        if k == 95:  # before the first long read: 10 s and the margins kept of 96 ticks
+            assert max(len(col) for col in h.columns.values()) <= (
+                10 + w.TRIM_MARGIN_S + w.TRIM_EVERY_S + 1)
+    # after a five-minute read, its columns keep five minutes
+    assert len(h.columns[(w._value, 0, "util_gpu")]) > 290
+    assert all(g[0] >= h.dropped for g in h.gaps.values())
+
+
+def test_trimmed_values_are_worked_out_again_only_when_asked() -> None:
+    calls: list[float] = []
+
+    def util(s: Snapshot, index: int) -> float:
+        calls.append(s.time)
+        return float(s.devices[index].util_gpu)  # type: ignore[arg-type]
+
+    h = History()
+    for s in ticks(100):
+        h.append(s)
+        h.trim_columns()
+        w.column(h.since(s.time - 5), util, 0)
+    assert len(calls) == 100  # each tick once while no read reaches back further
+    kept = len(h.columns[(util, 0)])
+    assert kept < 50
+    assert w.column(h.since(T0), util, 0) == [float(s.devices[0].util_gpu)  # type: ignore[arg-type]
+                                              for s in ticks(100)]
+    assert len(calls) == 100 + 100 - kept  # the dropped ticks read again, once
+    assert sorted(calls[100:]) == [T0 + t for t in range(100 - kept)]

@@ -20,7 +20,7 @@ from gputop.commands.args import add_display_args, device_list, positive, size, 
 from gputop.commands.complete import SHELLS, completion_script, manpage
 from gputop.commands.web import in_browser, serve
 from gputop.errors import GputopError, RecordingError
-from gputop.feeds import GcSettings, settle_gc, unsettle_gc
+from gputop.feeds import GcSettings, one_malloc_arena, settle_gc, unsettle_gc
 from gputop.feeds.live import live_poller
 from gputop.safetext import encodable_tree, printable
 from gputop.ui.view.status import use_thresholds
@@ -218,6 +218,7 @@ def open_recording(args: argparse.Namespace, meta: dict[str, Any]) -> RecordingW
 
 
 def run_record_headless(args: argparse.Namespace, err: TextIO) -> int:
+    one_malloc_arena()
     feed: PolledFeed
     if args.demo:
         from gputop.feeds.playback import demo_feed
@@ -291,6 +292,7 @@ def run_dashboard(args: argparse.Namespace) -> int:
     # the alternate screen: its GPUs as soon as NVML has answered, then its processes' users,
     # commands and CPU once the host is read. The dashboard then replaces it with the same
     # snapshot. The diagnostics load in that thread, after the poll, while Textual loads here.
+    one_malloc_arena()
     polled = threading.Event()
     plain: list[bool] = []  # whether a plain frame is on the screen (once one was drawn)
 

@@ -20,7 +20,7 @@ from gputop.export.server import (
     listen,
     url,
 )
-from gputop.feeds import PolledFeed
+from gputop.feeds import PolledFeed, one_malloc_arena
 from gputop.feeds.live import live_poller
 from gputop.feeds.playback import RecordingFeed, demo_path
 from gputop.sources.pod_resources import DEFAULT_SOCKET, PodResources
@@ -77,6 +77,8 @@ def main(argv: Sequence[str]) -> int:
     pods = None
     if args.kubernetes or args.pod_resources_socket:
         pods = PodResources(args.pod_resources_socket or DEFAULT_SOCKET)
+    if not args.once:
+        one_malloc_arena()
     feed = open_feed(args)
     exporter = Exporter(feed, interval=interval, hostname=args.hostname,
                         hostname_label=args.hostname_label, engine=default_engine(), pods=pods,

@@ -70,6 +70,7 @@ class Engine:
         history.append(snap)
         history.forget_before(snap.time - self._span)
         history.drop_links_before(snap.time - self._links_span)
+        history.trim_columns()
         for name, msg in self._broken_pending:
             self._notices.append(_broken(name, msg, snap.time))
         self._broken_pending.clear()

@@ -5,6 +5,8 @@ the rules a `Window` over its history instead, where what a helper reads out of 
 device's utilization, its clock-event bits...) is read once per tick and shared by every rule
 and every later window that holds the tick: each rule looks at a minute or more of ticks every
 few seconds, and over a day-long recording reading each tick again every time is what costs.
+A column keeps its values only as far back as its reads reach (most rules look back a minute
+or five of the ten minutes the history holds); one that reaches further works them out again.
 The history also notes which ticks read as missing, so that a window with none hands out its
 values as they are, and a figure of a window that several rules ask for in the same tick (a
 mean, a counter's growth) is worked out once.
@@ -24,6 +26,11 @@ from typing import Any, overload
 from gputop.model import DeviceSample, Missing, ProcessSample, Snapshot
 
 Point = tuple[float, float]  # (epoch s, value)
+# What a column keeps beyond the longest read of it: the next read's window starts a tick or
+# two later, but ticks come unevenly.
+TRIM_MARGIN_S = 5.0
+# How often the columns are trimmed, in the ticks' time: a column keeps up to this much more.
+TRIM_EVERY_S = 30.0
 
 
 class History:
@@ -32,8 +39,14 @@ class History:
     def __init__(self) -> None:
         self.snaps: list[Snapshot] = []
         self.times: list[float] = []
-        # (function, args) -> [function(tick, *args) for the oldest ticks]: a prefix of `snaps`
+        # (function, args) -> [function(tick, *args) for consecutive ticks of `snaps`], from the
+        # tick `starts[key]` on (0 unless `trim_columns` dropped the older ones)
         self.columns: dict[tuple[Any, ...], list[Any]] = {}
+        self.starts: dict[tuple[Any, ...], int] = {}
+        # (function, args) -> the longest time back from the newest tick that a read of the
+        # column has reached: how much of it to keep
+        self.reach: dict[tuple[Any, ...], float] = {}
+        self.trimmed_at = -math.inf  # the newest tick when the columns were last trimmed
         # (function, args) -> the ticks where its column holds None, in order, each counted from
         # the first tick ever taken: most columns have none, and a window without one hands out
         # its values without looking at each
@@ -60,10 +73,17 @@ class History:
         del self.snaps[:n], self.times[:n]
         self.linked = max(0, self.linked - n)
         self.results.clear()
+        starts = self.starts
         for key, col in list(self.columns.items()):
-            del col[:n]
+            start = starts.get(key, 0)
+            if start >= n:
+                starts[key] = start - n
+                continue
+            del col[:n - start]
+            starts.pop(key, None)
             if not col:  # read from no tick left (a process that exited): forget it
                 del self.columns[key]
+                self.reach.pop(key, None)
         self.dropped += n
         for key, gaps in list(self.gaps.items()):
             if gaps[-1] < self.dropped or key not in self.columns:
@@ -83,18 +103,41 @@ class History:
             self.linked = n
             self.results.clear()
 
+    def trim_columns(self) -> None:
+        """Drops each column's values older than any read of it has reached back (and a
+        margin), every TRIM_EVERY_S: a column that only the one-minute rules read keeps a
+        minute of the ten the history holds. A read that reaches further later (a rule that
+        reads it only now and then) works the dropped values out again from the ticks, so
+        every read gets the same values as if none had been dropped."""
+        times = self.times
+        if not times or times[-1] - self.trimmed_at < TRIM_EVERY_S:
+            return
+        newest = self.trimmed_at = times[-1]
+        starts, reach = self.starts, self.reach
+        for key, col in self.columns.items():
+            keep = bisect.bisect_left(times, newest - reach.get(key, 0.0) - TRIM_MARGIN_S)
+            start = starts.get(key, 0)
+            if keep > start:
+                keep = min(keep, start + len(col))
+                del col[:keep - start]
+                starts[key] = keep
+
     def since(self, t: float) -> Window:
         """The ticks at or after `t`."""
-        return Window(self, bisect.bisect_left(self.times, t), len(self.snaps))
+        return Window(self, bisect.bisect_left(self.times, t), len(self.snaps), t)
 
 
 class Window(Sequence[Snapshot]):
     """Consecutive ticks of a `History`, oldest first. Valid while the engine runs one tick."""
 
-    __slots__ = ("_a", "_b", "_h")
+    __slots__ = ("_a", "_b", "_from", "_h")
 
-    def __init__(self, history: History, start: int, stop: int) -> None:
+    def __init__(self, history: History, start: int, stop: int,
+                 since: float | None = None) -> None:
+        """`since`: the time the window was asked to start at, which may be before the oldest
+        tick the history holds yet (the columns are kept back to it: trim_columns)."""
         self._h, self._a, self._b = history, start, max(start, stop)
+        self._from = since
 
     def __len__(self) -> int:
         return self._b - self._a
@@ -129,43 +172,49 @@ class Window(Sequence[Snapshot]):
         return self._h.times[self._a:self._b]
 
     def since(self, t: float) -> Window:
-        return Window(self._h, bisect.bisect_left(self._h.times, t, self._a, self._b), self._b)
+        if self._from is not None and t < self._from:
+            t = self._from
+        return Window(self._h, bisect.bisect_left(self._h.times, t, self._a, self._b), self._b, t)
 
     def last(self, seconds: float) -> Window:
         """The tail no older than `seconds` before the newest tick (`last`)."""
         if self._b == self._a:
             return self
         times = self._h.times
-        return Window(self._h, bisect.bisect_left(times, times[self._b - 1] - seconds, self._a,
-                                                  self._b), self._b)
+        t = times[self._b - 1] - seconds
+        if self._from is not None and t < self._from:
+            t = self._from
+        return Window(self._h, bisect.bisect_left(times, t, self._a, self._b), self._b, t)
 
     # The columns, by key: (function, *args) -> [function(tick, *args) for each tick]. The
     # helpers below call these directly: they run hundreds of times a tick.
 
     def _column(self, key: tuple[Any, ...]) -> list[Any]:
-        return self._read(key)[self._a:self._b]
+        col, start = self._read(key)
+        return col[self._a - start:self._b - start]
 
     def _present(self, key: tuple[Any, ...]) -> list[Any]:
         """The column without its Nones."""
-        col = self._read(key)
+        col, start = self._read(key)
         a, b = self._a, self._b
         none = self._nones(key)
         if none == b - a:
             return []
-        return [v for v in col[a:b] if v is not None] if none else col[a:b]
+        values = col[a - start:b - start]
+        return [v for v in values if v is not None] if none else values
 
     def _readings(self, key: tuple[Any, ...]) -> tuple[list[float], list[Any]]:
         """The times where the column is not None, and its values there."""
-        col = self._read(key)
+        col, start = self._read(key)
         a, b = self._a, self._b
         none = self._nones(key)
         if none == b - a:
             return [], []
         times = self._h.times
         if not none:
-            return times[a:b], col[a:b]
-        keep = [i for i in range(a, b) if col[i] is not None]
-        return [times[i] for i in keep], [col[i] for i in keep]
+            return times[a:b], col[a - start:b - start]
+        keep = [i for i in range(a, b) if col[i - start] is not None]
+        return [times[i] for i in keep], [col[i - start] for i in keep]
 
     def _nones(self, key: tuple[Any, ...]) -> int:
         """How many of this window's ticks the column (read) holds None at."""
@@ -175,20 +224,32 @@ class Window(Sequence[Snapshot]):
         first = self._h.dropped
         return bisect.bisect_left(gaps, first + self._b) - bisect.bisect_left(gaps, first + self._a)
 
-    def _read(self, key: tuple[Any, ...]) -> list[Any]:
-        """The whole column, read up to this window's newest tick."""
+    def _read(self, key: tuple[Any, ...]) -> tuple[list[Any], int]:
+        """The column, read up to this window's newest tick and back to its oldest, and the
+        tick its first value is of."""
         h = self._h
+        a, b = self._a, self._b
         col = h.columns.get(key)
         if col is None:
             col = h.columns[key] = []
-        if len(col) < self._b:
+        start = h.starts.get(key, 0) if h.starts else 0
+        if a >= b:
+            return col, start
+        if start + len(col) < b:
             fn, *args = key
-            for i in range(len(col), self._b):  # the ticks not read yet: usually the newest
+            for i in range(start + len(col), b):  # the ticks not read yet: usually the newest
                 v = fn(h.snaps[i], *args)
                 if v is None:
                     h.gaps.setdefault(key, []).append(h.dropped + i)
                 col.append(v)
-        return col
+        if a < start:  # dropped by trim_columns: the same values again (their gaps kept)
+            fn, *args = key
+            col[:0] = [fn(h.snaps[i], *args) for i in range(a, start)]
+            start = h.starts[key] = a
+        back = h.times[-1] - (h.times[a] if self._from is None else self._from)
+        if back > h.reach.get(key, 0.0):
+            h.reach[key] = back
+        return col, start
 
 
 def column(window: Sequence[Snapshot], fn: Callable[..., Any], *args: Any) -> list[Any]:

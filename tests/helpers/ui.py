@@ -6,10 +6,12 @@ Pilot."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from textual.app import App
+from textual.geometry import Region
 
 from gputop.model import (
     ChildProcess,
@@ -24,6 +26,7 @@ from gputop.model import (
     Topology,
 )
 from gputop.testing.synthetic import GIB, h100
+from gputop.ui import textual_private
 from gputop.ui.app import GputopApp
 from gputop.ui.widgets.process_table import ProcessTable
 
@@ -181,3 +184,29 @@ def probed_node(tick: int = 0, share: float = 0.75) -> Snapshot:
                                                          if p.device_index == d.index))
                     for d in s.devices)
     return dataclasses.replace(s, devices=devices, processes=procs)
+
+
+@contextmanager
+def repainted(widget: Any) -> Iterator[list[Region]]:
+    """The regions of `widget`'s content it asks to have repainted while in the block, however
+    it asks: its `refresh`, or `textual_private.repaint_now` (which hands a drawn-through-its-
+    frame widget's regions to the screen without it)."""
+    regions: list[Region] = []
+    refresh, mark = widget.refresh, textual_private._mark
+
+    def spy(*asked: Region, **kw: Any) -> Any:
+        regions.extend(asked)
+        return refresh(*asked, **kw)
+
+    def spy_mark(w: Any, asked: tuple[Region, ...]) -> None:
+        if w is widget:
+            regions.extend(asked)
+        mark(w, asked)
+
+    widget.refresh = spy
+    textual_private._mark = spy_mark
+    try:
+        yield regions
+    finally:
+        del widget.refresh
+        textual_private._mark = mark

@@ -56,6 +56,7 @@ from tests.helpers.ui import (
     node,
     pids,
     process,
+    repainted,
     screen_text,
     series,
     show,
@@ -483,19 +484,12 @@ async def test_only_changed_card_lines_are_repainted() -> None:
         flat = series(40, util=lambda g, t: 99.0)  # a steady node: nothing moves
         await show(app, pilot, flat[:39])
         card = next(c for c in app.query(GpuCard) if c.index == 0)
-        painted: list[Any] = []
-        original = card.refresh
-
-        def spy(*regions: Any, **kw: Any) -> Any:
-            painted.extend(regions)
-            return original(*regions, **kw)
-
-        card.refresh = spy  # type: ignore[method-assign]
-        app.apply_snapshot(dataclasses.replace(flat[39], time=T0 + 39))
-        assert painted == []  # same numbers, flat history: not a cell repainted
-        changed = node(40, util=lambda g, t: 99.0,
-                       devices={0: {"power_draw": 650.0}})
-        app.apply_snapshot(changed)
+        with repainted(card) as painted:
+            app.apply_snapshot(dataclasses.replace(flat[39], time=T0 + 39))
+            assert painted == []  # same numbers, flat history: not a cell repainted
+            changed = node(40, util=lambda g, t: 99.0,
+                           devices={0: {"power_draw": 650.0}})
+            app.apply_snapshot(changed)
         assert painted and all(r.height == 1 and r.width < card.size.width for r in painted)
 
 
@@ -531,20 +525,13 @@ async def test_process_table_repaints_only_the_cells_that_changed() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await show(app, pilot, [node(0)])
         t = table(app)
-        repainted: list[Any] = []
-        original = t.refresh
-
-        def spy(*regions: Any, **kw: Any) -> Any:
-            repainted.extend(regions)
-            return original(*regions, **kw)
-
-        t.refresh = spy  # type: ignore[method-assign]
-        procs = list(node(0).processes)
-        procs[3] = dataclasses.replace(procs[3], cpu_percent=250.0)
-        app.apply_snapshot(node(0, processes=tuple(procs)))
+        with repainted(t) as regions:
+            procs = list(node(0).processes)
+            procs[3] = dataclasses.replace(procs[3], cpu_percent=250.0)
+            app.apply_snapshot(node(0, processes=tuple(procs)))
         # Row 3 is line 4 under the header; of it, only the CPU % cells.
-        assert [(r.y, r.height) for r in repainted] == [(4, 1)]
-        assert repainted[0].width <= 5
+        assert [(r.y, r.height) for r in regions] == [(4, 1)]
+        assert regions[0].width <= 5
 
 
 async def test_sort_keys_and_header_clicks() -> None:
@@ -1029,6 +1016,15 @@ def test_a_replay_says_when_each_finding_was_shown_and_its_condition_began() -> 
     assert "shown" not in finding_line(older, times=True).plain
 
 
+def _parts(content: Any) -> tuple[tuple[str, str], ...]:
+    """A Content whose spans do not overlap as (text, style) parts."""
+    text, pos, parts = content.plain, 0, []
+    for span in content.spans:
+        parts += [(text[pos:span.start], ""), (text[span.start:span.end], span.style)]
+        pos = span.end
+    return (*parts, (text[pos:], ""))
+
+
 def test_the_header_keeps_the_parts_that_fit_as_joining_them_would() -> None:
     """The header's line is put together once from its measured parts: at every width, what
     joining the parts that fit, the gap and the badge gives (the last part dropped first)."""
@@ -1051,7 +1047,8 @@ def test_the_header_keeps_the_parts_that_fit_as_joining_them_would() -> None:
             line = Content("  ").join([left, *kept])
         want = (line + Content(" " * max(1, width - line.cell_length - right.cell_length))
                 + right).truncate(width)
-        got = fit_line(left, parts, right, width)
+        got = Content.assemble(*fit_line(_parts(left), [_parts(p) for p in parts],
+                                         _parts(right), width)).truncate(width)
         assert (got.plain, list(got.spans), got.cell_length) == (
             want.plain, list(want.spans), want.cell_length), width
         kept_counts.add(len(kept))

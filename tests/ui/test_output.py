@@ -23,7 +23,7 @@ from gputop.model import Snapshot
 from gputop.recording import read_recording
 from gputop.ui.app import GputopApp
 from gputop.ui.textual_private import install
-from tests.helpers.ui import Clock, node, process
+from tests.helpers.ui import Clock, node, process, sawtooth, series
 
 needs_demo = pytest.mark.skipif(not demo_path().exists(), reason="the demo recording is not built")
 
@@ -156,6 +156,34 @@ async def test_a_steady_tick_of_eight_gpus_writes_a_few_kilobytes(
     _, terminal, sizes = await play(demo()[100:150], size, warm=30)
     assert "GPU" in terminal.text()
     assert 0 < sum(sizes) / len(sizes) <= budget
+
+
+async def test_a_layout_switch_and_a_resize_leave_the_screen_as_a_full_repaint_draws() -> None:
+    """Cells repainted tick by tick, the GPUs switched from cards to lines and back (each
+    drawn anew) and the terminal made narrower (the cards drawn at another width): the terminal
+    ends with exactly what a full repaint draws."""
+    assert install()
+    snaps = series(40, util=sawtooth)
+    clock = Clock(snaps[0].time)
+    app = GputopApp(None, clock=clock, table_interval=0.0)
+    recorder = Recorder(app)
+    async with app.run_test(size=(120, 40)) as pilot:
+        for i, snap in enumerate(snaps):
+            if i in (10, 20):
+                await pilot.press("v")  # lines, then cards again
+            if i == 30:
+                await pilot.resize_terminal(100, 40)
+            clock.t = snap.time + 0.4
+            app.apply_snapshot(snap)
+            await pilot.pause()
+        await settle(pilot, recorder)
+        assert app.dashboard.gpus.mode == "cards"
+        terminal = Terminal(120, 40)  # the writes from before the resize run wider
+        for data in recorder.writes:
+            terminal.write(data)
+        full = Terminal(100, 40)
+        full.write(recorder.full_repaint())
+    assert [row[:100] for row in terminal.cells] == full.cells, terminal.text()
 
 
 async def test_wide_characters_in_process_names_are_repainted_whole() -> None:

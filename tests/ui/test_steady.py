@@ -44,6 +44,7 @@ from tests.helpers.ui import (
     node,
     probed_node,
     process,
+    repainted,
     sawtooth,
     series,
     show,
@@ -66,19 +67,11 @@ async def test_a_tick_repaints_every_changed_cell_of_meters_and_graphs() -> None
         await show(app, pilot, snaps[:39])
         card = next(c for c in app.query(GpuCard) if c.index == 1)
         before = [_cells(card, y) for y in range(len(HISTORIES))]
-        painted: list[Region] = []
-        original = card.refresh
-
-        def spy(*regions: Region, **kw: Any) -> Any:
-            painted.extend(regions)
-            return original(*regions, **kw)
-
-        card.refresh = spy  # type: ignore[method-assign]
         tick = dataclasses.replace(
             node(39, util=sawtooth, devices={1: {"power_draw": 512.0, "mem_used": 70 * 2**30}}),
             time=T0 + 39)
-        app.apply_snapshot(tick)
-        card.refresh = original  # type: ignore[method-assign]
+        with repainted(card) as painted:
+            app.apply_snapshot(tick)
         after = [_cells(card, y) for y in range(len(HISTORIES))]
         changed = [(x, y) for y in range(len(HISTORIES))
                    for x, (a, b) in enumerate(zip(before[y], after[y])) if a != b]
@@ -99,23 +92,14 @@ async def test_every_tick_repaints_what_changed_as_meters_rise_fall_and_come_bac
         await show(app, pilot, series(30, util=sawtooth))
         card = next(c for c in app.query(GpuCard) if c.index == 1)
         figures = [(512.0, 70), (90.0, 2), (512.0, 70), (512.0, 70), (700.0, 79), (90.0, 2)]
-        painted: list[Region] = []
-        original = card.refresh
-
-        def spy(*regions: Region, **kw: Any) -> Any:
-            painted.extend(regions)
-            return original(*regions, **kw)
-
         for k, (power, mem) in enumerate(figures):
             before = [_cells(card, y) for y in range(len(HISTORIES) + 2)]
-            painted.clear()
-            card.refresh = spy  # type: ignore[method-assign]
             tick = 30 + k
             snap = node(tick, util=sawtooth, devices={1: {
                 "power_draw": power, "mem_used": mem * 2**30, "temp_gpu": 50.0 + mem,
                 "clock_sm": 1000 + int(power)}})
-            app.apply_snapshot(dataclasses.replace(snap, time=T0 + tick))
-            card.refresh = original  # type: ignore[method-assign]
+            with repainted(card) as painted:
+                app.apply_snapshot(dataclasses.replace(snap, time=T0 + tick))
             after = [_cells(card, y) for y in range(len(HISTORIES) + 2)]
             changed = [(x, y) for y in range(len(after))
                        for x, (a, b) in enumerate(zip(before[y], after[y])) if a != b]

@@ -9,6 +9,7 @@ textual_private, which makes Textual send a region from its start)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from rich.cells import cell_len
@@ -238,13 +239,35 @@ def _is_truecolor(style: RichStyle | None) -> bool:
     return truecolor
 
 
+# The styles found to pass the truecolor filter unchanged, by identity, each kept alive so
+# that its identity stays its own: whether a line's styles all are is a lookup a segment, made
+# without running Python code for each.
+_TRUECOLOR_IDS: dict[int, RichStyle | None] = {}
+_STYLE = itemgetter(1)  # a Segment's style
+
+
+def _all_truecolor(strip: Strip) -> bool:
+    """Whether the truecolor filter leaves every style of `strip` as it is."""
+    known = _TRUECOLOR_IDS
+    if all(map(known.__contains__, map(id, map(_STYLE, strip)))):
+        return True
+    for segment in strip:
+        style = segment.style
+        if id(style) not in known:
+            if not _is_truecolor(style):
+                return False
+            if len(known) > 1024:
+                known.clear()
+            known[id(style)] = style
+    return True
+
+
 def apply_filters(strip: Strip, filters: list[LineFilter], background: Color) -> Strip:
     """`strip` through the app's line filters (NO_COLOR, the ANSI theme's colours), as Textual
     puts every line through them; the truecolor filter, which the app has on all the time, is
     skipped where it would change nothing (a new Strip for the same segments)."""
     for line_filter in filters:
-        if type(line_filter) is ANSIToTruecolor and all(
-                _is_truecolor(segment.style) for segment in strip):
+        if type(line_filter) is ANSIToTruecolor and _all_truecolor(strip):
             continue
         strip = strip.apply_filter(line_filter, background)
     return strip
@@ -264,13 +287,31 @@ def changed_spans(old: Strip | None, new: Strip) -> list[tuple[int, int]]:
     whole = [(0, width)] if width else []
     if old is None or old.cell_length != width:
         return whole
-    a, b = list(old), list(new)
-    if a == b:
+    a_runs, b_runs = _strip_runs(old, forget=True), _strip_runs(new)
+    if a_runs == b_runs:  # the same segments
         return []
-    a_runs, b_runs = _segment_runs(a), _segment_runs(b)
     if len(a_runs[0]) != width or len(b_runs[0]) != width:
         return whole
     return changed_runs(a_runs, b_runs, width)
+
+
+# The runs of the lines `changed_spans` was last given as new, by identity, each kept with its
+# line: a line on screen is the old one of the next comparison, and is not cut into runs again.
+_RUNS: dict[int, tuple[Strip, Runs]] = {}
+
+
+def _strip_runs(strip: Strip, forget: bool = False) -> Runs:
+    """`strip` as runs, one a segment; `forget`: it will not be compared again."""
+    key = id(strip)
+    found = _RUNS.pop(key, None) if forget else _RUNS.get(key)
+    if found is not None and found[0] is strip:
+        return found[1]
+    runs = _segment_runs(list(strip))
+    if not forget:
+        if len(_RUNS) >= 512:  # lines of widgets that went away
+            _RUNS.clear()
+        _RUNS[key] = (strip, runs)
+    return runs
 
 
 def _segment_runs(segments: list[Segment]) -> Runs:

@@ -44,13 +44,15 @@ from typing import Any
 from rich.cells import cell_len
 from rich.color import ColorSystem
 from rich.console import Console
+from textual.dom import NoScreen
+from textual.geometry import Offset, Region
+from textual.screen import Screen
 from textual.strip import Strip
 
 try:
     from textual._compositor import ChopsUpdate, Compositor
 except ImportError:  # pragma: no cover - a Textual without it keeps its own behaviour
     ChopsUpdate = Compositor = None  # type: ignore[assignment,misc]
-from textual.geometry import Region
 
 _EXPECTED = ("chops", "spans", "chop_ends")
 
@@ -288,6 +290,41 @@ def _check_refresh_shape() -> bool:
 _CHECK_REFRESH = _check_refresh_shape()
 
 
+def _mark_shape() -> bool:
+    """Whether a repaint of regions of a widget is what `_mark` takes it for."""
+    try:
+        from textual.widget import Widget
+
+        refresh = _source(Widget.refresh)
+        dirty = _source(Widget._set_dirty)
+        update = _source(getattr(Compositor, "update_widgets", None))
+    except AttributeError:  # pragma: no cover
+        return False
+    return ("self._set_dirty(*regions)" in refresh and "self._layout_cache.clear()" in refresh
+            and "self._rich_style_cache.clear()" in refresh
+            and "self.clear_cached_dimensions()" in refresh
+            and "region.translate(content_offset)" in dirty
+            and "self._repaint_regions.update(widget_regions)" in dirty
+            and "widget._exchange_repaint_regions()" in update)
+
+
+_MARK = _CHECK_REFRESH and _mark_shape()
+
+
+def _mark(widget: Any, regions: tuple[Region, ...]) -> None:
+    """What `Widget.refresh(*regions)` does that a widget drawn through its frame
+    (render.KeepsFrame) needs: the regions to repaint, for the screen. Textual also notes them
+    for its own drawing of the content (the widget's dirty regions, its styles cache's dirty
+    lines), which such a widget does itself: where Textual draws it again, it draws all of it
+    (a refresh of the whole widget, a new size) and the frame is drawn anew."""
+    x, y = widget.styles.gutter.top_left
+    offset = Offset(x, y)
+    widget._repaint_regions.update([region.translate(offset) for region in regions])
+    widget._layout_cache.clear()
+    widget.clear_cached_dimensions()
+    widget._rich_style_cache.clear()
+
+
 def repaint_now(widget: Any, *regions: Region) -> None:
     """`widget.refresh(*regions)`, its repaint handed to the screen now rather than on the
     widget's next idle: what Textual does then (`Widget._check_refresh`, which posts an Update
@@ -296,6 +333,13 @@ def repaint_now(widget: Any, *regions: Region) -> None:
     while the tick is applied, the screen draws them together, once."""
     if not _CHECK_REFRESH:
         widget.refresh(*regions)
+        return
+    if (_MARK and regions and getattr(widget, "_frame", None) is not None
+            and widget.is_mounted and widget._parent is not None and not widget._closing
+            and not (widget._refresh_styles_required or widget._scroll_required
+                     or widget._layout_required)):
+        _mark(widget, regions)
+        _hand_over(widget)
         return
     widget._repainting_now = True
     try:
@@ -308,18 +352,43 @@ def repaint_now(widget: Any, *regions: Region) -> None:
         return
     if widget._repaint_required:
         widget._repaint_required = False
-        if widget.display:
-            screen = widget.screen
-            if screen in screen._compositor:
-                screen._dirty_widgets.add(widget)
-                screen.check_idle()
+        _hand_over(widget)
+
+
+def _hand_over(widget: Any) -> None:
+    """The widget's repaint to its screen, now (`Screen._on_update`)."""
+    if widget.display:
+        screen = widget.screen
+        if screen in screen._compositor:
+            screen._dirty_widgets.add(widget)
+            screen.check_idle()
 
 
 class RepaintsNow:
     """A widget mix-in for `repaint_now`: a refresh made through it does not also prompt the
-    widget's own idle."""
+    widget's own idle. It also answers two questions that every repaint asks of the widget
+    (where its content starts, which screen it is on) as Textual does, more cheaply."""
 
     _repainting_now = False
+
+    @property
+    def content_offset(self) -> Offset:
+        """Textual's: the top left of the border and the padding. Textual adds the scroll
+        bars' room first, which is never above or left of the content, and works out whether
+        there are scroll bars to do it."""
+        x, y = self.styles.gutter.top_left  # type: ignore[attr-defined]
+        return Offset(x, y)
+
+    @property
+    def screen(self) -> Screen[object]:
+        """Textual's: the first screen among the widget's parents, without importing the
+        screen's module on every call."""
+        node: Any = self
+        while node is not None and not isinstance(node, Screen):
+            node = node._parent
+        if node is None:
+            raise NoScreen("node has no screen")
+        return node
 
     def check_idle(self) -> None:
         if not self._repainting_now:

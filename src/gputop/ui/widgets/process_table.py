@@ -33,6 +33,7 @@ NARROW_WIDTH = 100
 NARROW_HIDES = ("job", "rss")
 JOB_WIDTH = 20
 _COLUMN = {c.key: c for c in COLUMNS}
+_INDEX = {k: i for i, k in enumerate(COLUMN_KEYS)}  # a column's place in Row.cells
 
 
 def fit(text: str, width: int, right: bool = False) -> str:
@@ -135,9 +136,10 @@ class ProcessTable(KeepsFrame, textual_private.RepaintsNow, ScrollView, can_focu
             self.refresh()
         else:
             regions: list[Region] = []
+            top, height = int(self.scroll_y), self.size.height
             for i, r in enumerate(self.rows):
                 if r.key != old_keys[i] or self._cells[i] != old_cells[i]:
-                    regions += self._changed_cells(i)
+                    regions += self._changed_cells(i, top, height)
             if regions:
                 textual_private.repaint_now(self, *regions)
         self._scroll_to_cursor()
@@ -149,8 +151,8 @@ class ProcessTable(KeepsFrame, textual_private.RepaintsNow, ScrollView, can_focu
         self.refresh(Region(0, 0, self.size.width, 1))
 
     def _visible_cells(self, r: Row) -> tuple[str, ...]:
-        index = {k: i for i, k in enumerate(COLUMN_KEYS)}
-        return tuple(sanitize(r.cells[index[k]], 400) for k in self._visible)
+        cells = r.cells
+        return tuple(sanitize(cells[_INDEX[k]], 400) for k in self._visible)
 
     def _update_widths(self) -> bool:
         """Column widths for the current width and rows; True when they changed."""
@@ -249,12 +251,13 @@ class ProcessTable(KeepsFrame, textual_private.RepaintsNow, ScrollView, can_focu
         if 1 <= y < self.size.height:
             self.refresh(Region(0, y, self.scrollable_content_region.width, 1))
 
-    def _changed_cells(self, i: int) -> list[Region]:
+    def _changed_cells(self, i: int, top: int, height: int) -> list[Region]:
         """Row `i` has new text: the cells that changed (a CPU % or a size), not the row. A row
-        not on screen is drawn when it scrolls in."""
+        not on screen (the first row in view is `top`, the table `height` lines high) is drawn
+        when it scrolls in."""
         old = self._strips.pop(i, None)
-        y = i - int(self.scroll_y) + 1
-        if not 1 <= y < self.size.height:
+        y = i - top + 1
+        if not 1 <= y < height:
             return []
         if old is None:
             return [Region(0, y, self.scrollable_content_region.width, 1)]

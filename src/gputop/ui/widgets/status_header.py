@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import lru_cache
 
+from rich.cells import cell_len
 from textual.content import Content
 
 from gputop.model import Snapshot, value
-from gputop.ui.text import safe_content
+from gputop.ui.text import sanitize
 from gputop.ui.view import format as fmt
 from gputop.ui.view import styles
 from gputop.ui.view.status import CROSS
@@ -32,62 +33,70 @@ def stale_after(interval: float) -> float:
     return max(3.0, 3 * interval)
 
 
-def freshness(snap: Snapshot | None, now: float, interval: float, state: str,
-              started: float) -> Content:
-    """The data-age badge: a glyph, a word, and the age once it matters."""
+# A piece of the line: its text and its style text (as in `Content.assemble`).
+Part = tuple[str, str]
+
+
+def freshness_parts(snap: Snapshot | None, now: float, interval: float, state: str,
+                    started: float) -> tuple[Part, ...]:
+    """The data-age badge as parts (`freshness`)."""
     if snap is None:
         waited = fmt.age(now - started)
         if state == FAILED:
-            return Content.assemble((f" {CROSS} NO DATA ", styles.badge_style("critical")))
-        return Content.assemble(("○ waiting for the first poll", styles.MUTED),
-                                (f" {waited}", styles.MUTED))
+            return ((f" {CROSS} NO DATA ", styles.badge_style("critical")),)
+        return ("○ waiting for the first poll", styles.MUTED), (f" {waited}", styles.MUTED)
     age = now - snap.time
     old = f" data {fmt.age(age)} old"
     if state == FAILED:
-        return Content.assemble((f" {CROSS} FEED FAILED ", styles.badge_style("critical")), old)
+        return (f" {CROSS} FEED FAILED ", styles.badge_style("critical")), (old, "")
     if state == ENDED:
-        return Content.assemble((" ■ ENDED ", styles.badge_style("info")), old)
+        return (" ■ ENDED ", styles.badge_style("info")), (old, "")
     if age > stale_after(interval):
         severity = "critical" if age > 10 * stale_after(interval) else "warning"
         word = " ▲ STUCK " if severity == "critical" else " ▲ STALE "
-        return Content.assemble((word, styles.badge_style(severity)),
-                                (old, styles.text_style(severity)))
-    return Content.assemble(("● ", styles.OK), ("live", styles.LABEL))
+        return (word, styles.badge_style(severity)), (old, styles.text_style(severity))
+    return ("● ", styles.OK), ("live", styles.LABEL)
+
+
+def freshness(snap: Snapshot | None, now: float, interval: float, state: str,
+              started: float) -> Content:
+    """The data-age badge: a glyph, a word, and the age once it matters."""
+    return Content.assemble(*freshness_parts(snap, now, interval, state, started))
 
 
 @lru_cache(maxsize=16)
 def _identity(suffix: str, host: str | None, driver: str | None, cuda: str | None,
-              rocm: str | None) -> tuple[Content, tuple[Content, ...]]:
+              rocm: str | None) -> tuple[tuple[Part, ...], tuple[tuple[Part, ...], ...]]:
     """The part of the line that stays while the dashboard runs: its name, the host and the
     driver's versions, made once (the line is made again every tick)."""
-    left = Content.assemble(("gputop", "bold $accent"), safe_content(suffix, styles.LABEL))
-    parts: list[Content] = []
+    left = (("gputop", "bold $accent"), (sanitize(suffix), styles.LABEL))
+    parts: list[tuple[Part, ...]] = []
     if host:
-        parts.append(safe_content(host, "bold"))
-    versions = []
-    if driver:
-        versions.append(Content.assemble(("driver ", styles.LABEL), safe_content(driver)))
-    if cuda:
-        versions.append(Content.assemble(("CUDA ", styles.LABEL), safe_content(cuda)))
-    if rocm:
-        versions.append(Content.assemble(("ROCm ", styles.LABEL), safe_content(rocm)))
+        parts.append(((sanitize(host), "bold"),))
+    versions: list[Part] = []
+    for word, version in (("driver ", driver), ("CUDA ", cuda), ("ROCm ", rocm)):
+        if version:
+            if versions:
+                versions.append((" · ", styles.LABEL))
+            versions += [(word, styles.LABEL), (sanitize(version), "")]
     if versions:
-        parts.append(Content(" · ").stylize(styles.LABEL).join(versions))
+        parts.append(tuple(versions))
     return left, tuple(parts)
 
 
-def header_content(snap: Snapshot | None, now: float, width: int, *, interval: float,
-                   state: str, started: float, suffix: str = "",
-                   position: str | None = None) -> Content:
-    """`position` replaces the time and the data age: a replay says where it is in the
-    recording, and a recording's data is as old as it is."""
+def header_parts(snap: Snapshot | None, now: float, width: int, *, interval: float,
+                 state: str, started: float, suffix: str = "", position: str | None = None,
+                 badge: tuple[Part, ...] | None = None) -> tuple[Part, ...]:
+    """The line as parts (`header_content`), not cut at `width`. `badge`: the
+    `freshness_parts` of these arguments, where the caller has them already."""
     if position is not None:
-        right = Content(position)
+        right: tuple[Part, ...] = ((Content(position).plain, ""),)
     else:
         shown = now if snap is None else snap.time
-        right = Content.assemble((fmt.clock_time(shown), ""), "  ",
-                                 freshness(snap, now, interval, state, started))
-    parts: list[Content] = []
+        if badge is None:
+            badge = freshness_parts(snap, now, interval, state, started)
+        right = ((fmt.clock_time(shown), ""), ("  ", ""), *badge)
+    parts: list[tuple[Part, ...]] = []
     if snap is not None:
         sysinfo = snap.system
         left, named = _identity(suffix, sysinfo.hostname or snap.host.hostname,
@@ -95,40 +104,59 @@ def header_content(snap: Snapshot | None, now: float, width: int, *, interval: f
                                 value(sysinfo.rocm_version))
         parts += named
         h = snap.host
-        stats = []
+        stats: list[Part] = []
         cpu = value(h.cpu_percent)
         if cpu is not None:
-            stats.append(Content.assemble(("CPU ", styles.LABEL), f"{cpu:.0f}%"))
+            stats += [("CPU ", styles.LABEL), (f"{cpu:.0f}%", "")]
         used, total = value(h.mem_used), value(h.mem_total)
         if used is not None and total is not None:
-            stats.append(Content.assemble(("RAM ", styles.LABEL),
-                                          f"{fmt.gib(used)}/{fmt.gib(total)}G"))
+            if stats:
+                stats.append((" ", ""))
+            stats += [("RAM ", styles.LABEL), (f"{fmt.gib(used)}/{fmt.gib(total)}G", "")]
         load = value(h.load_avg)
         if load:
-            stats.append(Content.assemble(("load ", styles.LABEL), f"{load[0]:.1f}"))
+            if stats:
+                stats.append((" ", ""))
+            stats += [("load ", styles.LABEL), (f"{load[0]:.1f}", "")]
         if stats:
-            parts.append(Content(" ").join(stats))
+            parts.append(tuple(stats))
     else:
         left = _identity(suffix, None, None, None, None)[0]
     # Drop the least important parts until the line fits; the freshness badge always stays.
     return fit_line(left, parts, right, width)
 
 
-def fit_line(left: Content, parts: list[Content], right: Content, width: int) -> Content:
+def _cells(parts: tuple[Part, ...]) -> int:
+    return cell_len("".join([text for text, _ in parts]))
+
+
+def header_content(snap: Snapshot | None, now: float, width: int, *, interval: float,
+                   state: str, started: float, suffix: str = "",
+                   position: str | None = None) -> Content:
+    """`position` replaces the time and the data age: a replay says where it is in the
+    recording, and a recording's data is as old as it is."""
+    parts = header_parts(snap, now, width, interval=interval, state=state, started=started,
+                         suffix=suffix, position=position)
+    return Content.assemble(*parts, strip_control_codes=False).truncate(width)
+
+
+def fit_line(left: tuple[Part, ...], parts: list[tuple[Part, ...]], right: tuple[Part, ...],
+             width: int) -> tuple[Part, ...]:
     """`left` and as many of `parts` as fit (the last dropped first), two spaces apart, and
-    `right` against the right edge of `width` cells, at least a space after the rest; cut at
-    `width`. Measured part by part and put together once: a Content made of the whole line (a
-    join, a sum) scans all its text again for control codes, which its parts were cleared of."""
-    parts = list(parts)
-    length = left.cell_length + sum(2 + p.cell_length for p in parts)
-    while parts and length + 2 + right.cell_length > width:
-        length -= 2 + parts.pop().cell_length
-    gap = max(1, width - length - right.cell_length)
-    pieces: list[Content | str] = [left]
-    for p in parts:
-        pieces += ["  ", p]
-    pieces += [" " * gap, right]
-    return Content.assemble(*pieces, strip_control_codes=False).truncate(width)
+    `right` against the right edge of `width` cells, at least a space after the rest (not cut
+    at `width`: `header_content` cuts it). Measured part by part, put together once."""
+    lengths = [_cells(p) for p in parts]
+    right_length = _cells(right)
+    kept = len(parts)
+    length = _cells(left) + sum(2 + n for n in lengths)
+    while kept and length + 2 + right_length > width:
+        kept -= 1
+        length -= 2 + lengths[kept]
+    line = list(left)
+    for p in parts[:kept]:
+        line += [("  ", ""), *p]
+    line += [(" " * max(1, width - length - right_length), ""), *right]
+    return tuple(line)
 
 
 class StatusHeader(TextLine):
@@ -178,17 +206,22 @@ class StatusHeader(TextLine):
         width = self.size.width or 80
         position = self._position(now) if self._position else None
         moving: object = position
+        badge = None
         if position is None:
-            badge = freshness(self._snapshot, now, self._interval, self._state, self._started)
-            moving = (badge.plain, tuple(badge.spans),
-                      fmt.clock_time(now) if self._snapshot is None else None)
+            badge = freshness_parts(self._snapshot, now, self._interval, self._state,
+                                    self._started)
+            moving = (badge, fmt.clock_time(now) if self._snapshot is None else None)
         key = (width, self._state, moving)
         if self._snapshot is self._shown_snapshot and key == self._shown:
             return
         self._shown_snapshot, self._shown = self._snapshot, key
-        self.set(header_content(self._snapshot, now, width, interval=self._interval,
-                                state=self._state, started=self._started, suffix=self._suffix,
-                                position=position))
+        parts = header_parts(self._snapshot, now, width, interval=self._interval,
+                             state=self._state, started=self._started, suffix=self._suffix,
+                             position=position, badge=badge)
+        if _cells(parts) <= width:
+            self.set_parts(parts)
+        else:  # cut as `header_content` cuts it
+            self.set(Content.assemble(*parts, strip_control_codes=False).truncate(width))
 
     def on_resize(self) -> None:
         self.tick()

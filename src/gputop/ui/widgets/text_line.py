@@ -15,7 +15,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from gputop.ui import textual_private
-from gputop.ui.render import KeepsFrame, changed_spans, content_strip
+from gputop.ui.render import KeepsFrame, changed_spans, content_strip, parts_strip
 
 if TYPE_CHECKING:
     pass
@@ -44,18 +44,36 @@ class TextLine(KeepsFrame, textual_private.RepaintsNow, Widget):
     def __init__(self, content: Content | None = None, *, id: str | None = None,
                  classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
-        self._content = content or Content("")
+        self._content: Content | None = content or Content("")
+        self._parts: tuple[tuple[str, str], ...] | None = None  # what `set_parts` was given
         self._strip: Strip | None = None
 
     @property
     def content(self) -> Content:
+        if self._content is None:
+            assert self._parts is not None
+            self._content = Content.assemble(*self._parts)
         return self._content
 
     def set(self, content: Content) -> bool:
         """Show `content`; True when it differed from what was shown."""
-        if same(content, self._content):
+        if same(content, self.content):
             return False
         self._content = content
+        self._parts = None
+        return self._repaint()
+
+    def set_parts(self, parts: tuple[tuple[str, str], ...]) -> bool:
+        """`set(Content.assemble(*parts))` for a line made again every tick, drawn from the
+        parts (`render.parts_strip`) without building the Content; at most as many cells as
+        the widget is wide (a longer line is cut by `set`)."""
+        if parts == self._parts:
+            return False
+        self._parts = parts
+        self._content = None
+        return self._repaint()
+
+    def _repaint(self) -> bool:
         width = self.size.width
         if not self.is_mounted or not width or self._strip is None:
             self._strip = None
@@ -74,7 +92,9 @@ class TextLine(KeepsFrame, textual_private.RepaintsNow, Widget):
 
     def make_strip(self, width: int) -> Strip:
         """The line as painted; subclasses may cut or decorate it."""
-        return content_strip(self, self._content, width)
+        if self._parts is not None:
+            return parts_strip(self, self._parts, width)
+        return content_strip(self, self.content, width)
 
     def render_line(self, y: int) -> Strip:
         return self._content_line(y, self.size.width)

@@ -10,6 +10,7 @@ it costs on a real H100 with driver 580.
     python bench/peers_bench.py --before /path/to/old/checkout/.venv/bin/gputop   # + a column
     python bench/peers_bench.py --price nvmlDeviceGetProcessesUtilizationInfo=1376.9
         # also price a call the cost file has no figure for (here as the call it replaces)
+    python bench/peers_bench.py --real --rows tui,record,serve   # the machine's own GPUs
 
 Figures (each the median of --runs runs; the spread is printed after it):
 
@@ -261,6 +262,29 @@ def serve(gputop: list[str], env: dict[str, str], duration: float,
 # ----------------------------------------------------------------------------------------------
 
 
+def fake_node(fake: Path, work: Path, pidfile: Path, no_cost: bool,
+              prices: list[str]) -> dict[str, str]:
+    """The environment that loads fakenvml's library (built in `work` where `fake` holds no
+    build) on a scenario of its 8x H100 node, with the driver's costs unless `no_cost`, plus
+    `prices` (ENTRY=CPU_US); its dummy processes' PIDs go to `pidfile`."""
+    lib = fake / "build"
+    if not (lib / "libnvidia-ml.so.1").exists():  # built here: the fakenvml folder may be read-only
+        lib = work / "fakenvml"
+        if subprocess.run(["make", "-s", "-C", str(fake), f"BUILD={lib}"]).returncode:
+            raise SystemExit(f"could not build the fake library of {fake} (make)")
+    scenario = work / "scenario.txt"
+    subprocess.run([sys.executable, str(fake / "tools" / "mkscenario.py"), "--out",
+                    str(scenario), "--pidfile", str(pidfile)], check=True,
+                   stdout=subprocess.DEVNULL)
+    if not no_cost:
+        with open(scenario, "a") as f:
+            f.write("\n" + (fake / "scenarios" / "cost-h100-r580.txt").read_text())
+            for price in prices:  # the [cost] section is the file's last
+                entry, _, cpu = price.partition("=")
+                f.write(f"\n{entry.strip()} = {cpu.strip()} {cpu.strip()}\n")
+    return {"LD_LIBRARY_PATH": str(lib), "FAKE_NVML_SCENARIO": str(scenario)}
+
+
 def median(xs: list[float]) -> str:
     xs = [x for x in xs if x == x]
     if not xs:
@@ -286,6 +310,9 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3, help="runs of each steady figure")
     ap.add_argument("--starts", type=int, default=5, help="runs of each first frame and one-shot")
     ap.add_argument("--no-cost", action="store_true", help="the fake without the driver's costs")
+    ap.add_argument("--real", action="store_true",
+                    help="the machine's own GPUs and driver instead of the fake (--fake, "
+                         "--no-cost and --price do not apply)")
     ap.add_argument("--price", action="append", default=[], metavar="ENTRY=CPU_US",
                     help="also price an entry point the cost file has no figure for, as a line "
                          "of its [cost] section (repeatable), e.g. "
@@ -319,25 +346,16 @@ def main() -> int:
             tools["nvitop"] = {"tui": [a.nvitop, "--interval", "1"], "once": [a.nvitop, "-1"]}
 
     work = Path(tempfile.mkdtemp(prefix="gputop-bench-"))
-    lib = fake / "build"
-    if not (lib / "libnvidia-ml.so.1").exists():  # built here: the fakenvml folder may be read-only
-        lib = work / "fakenvml"
-        if subprocess.run(["make", "-s", "-C", str(fake), f"BUILD={lib}"]).returncode:
-            raise SystemExit(f"could not build the fake library of {fake} (make)")
-    scenario, pidfile = work / "scenario.txt", work / "dummies.pid"
-    subprocess.run([sys.executable, str(fake / "tools" / "mkscenario.py"), "--out",
-                    str(scenario), "--pidfile", str(pidfile)], check=True,
-                   stdout=subprocess.DEVNULL)
-    if not a.no_cost:
-        with open(scenario, "a") as f:
-            f.write("\n" + (fake / "scenarios" / "cost-h100-r580.txt").read_text())
-            for price in a.price:  # the [cost] section is the file's last
-                entry, _, cpu = price.partition("=")
-                f.write(f"\n{entry.strip()} = {cpu.strip()} {cpu.strip()}\n")
-    gpus = 8
-    env = {"LD_LIBRARY_PATH": str(lib), "FAKE_NVML_SCENARIO": str(scenario),
-           "TERM": "xterm-256color", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
-           "HOME": str(work)}
+    env = {"TERM": "xterm-256color", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": str(work)}
+    pidfile = work / "dummies.pid"
+    if a.real:
+        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
+        gpus = listed.stdout.count("\nGPU ") + listed.stdout.startswith("GPU ")
+        if listed.returncode or not gpus:
+            raise SystemExit("--real: nvidia-smi -L lists no GPU")
+    else:
+        gpus = 8
+        env.update(fake_node(fake, work, pidfile, a.no_cost, a.price))
     res: dict[str, dict[str, list[float]]] = {t: {} for t in tools}
 
     def add(tool: str, key: str, v: float) -> None:
@@ -375,8 +393,9 @@ def main() -> int:
                 add(tool, "serve", cpu)
                 add(tool, "rss_serve", hwm / 1024)
     finally:
-        subprocess.run([sys.executable, str(fake / "tools" / "mkscenario.py"), "--kill",
-                        str(pidfile)])
+        if pidfile.exists():
+            subprocess.run([sys.executable, str(fake / "tools" / "mkscenario.py"), "--kill",
+                            str(pidfile)])
         shutil.rmtree(work, ignore_errors=True)
 
     rows = [
@@ -392,7 +411,8 @@ def main() -> int:
         ("recording, MB per GPU-day", "mb_day"),
     ]
     cost = "no per-call costs" if a.no_cost else "cost-h100-r580"
-    print(f"fake NVML 8x H100 ({cost}); median (min-max) of {a.starts} starts, "
+    node = f"this machine's {gpus} GPU(s)" if a.real else f"fake NVML 8x H100 ({cost})"
+    print(f"{node}; median (min-max) of {a.starts} starts, "
           f"{a.runs} steady runs of {a.duration:g} s measured from {a.warm:g} s")
     names = list(tools)
     width = max(len(label) for label, _ in rows)

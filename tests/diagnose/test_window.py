@@ -3,6 +3,7 @@ from a plain list, and each tick is read once however many rules and windows loo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from gputop.diagnose import window as w
@@ -60,12 +61,18 @@ def test_the_helpers_read_the_same_numbers_from_a_window_and_a_list() -> None:
     assert w.counter_growth(plain, 1, "sw_power_cap") == (14.5, 29.0)  # from the counter
 
 
-def test_each_tick_is_read_once_however_many_windows_ask() -> None:
-    calls: list[float] = []
-
+def counted_util(calls: list[float]) -> Callable[[Snapshot, int], float]:
+    """A column's function that notes the time of each tick it reads."""
     def util(s: Snapshot, index: int) -> float:
         calls.append(s.time)
         return float(s.devices[index].util_gpu)  # type: ignore[arg-type]
+
+    return util
+
+
+def test_each_tick_is_read_once_however_many_windows_ask() -> None:
+    calls: list[float] = []
+    util = counted_util(calls)
 
     h = History()
     for s in ticks(50):
@@ -189,10 +196,7 @@ def test_a_column_keeps_what_its_reads_reach_and_works_out_again_what_a_longer_o
 
 def test_trimmed_values_are_worked_out_again_only_when_asked() -> None:
     calls: list[float] = []
-
-    def util(s: Snapshot, index: int) -> float:
-        calls.append(s.time)
-        return float(s.devices[index].util_gpu)  # type: ignore[arg-type]
+    util = counted_util(calls)
 
     h = History()
     for s in ticks(100):

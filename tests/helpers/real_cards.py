@@ -21,6 +21,11 @@ def ticks(card: str, name: str) -> list[Snapshot]:
     return result.snapshots
 
 
+def began(snaps: list[Snapshot], util: float) -> float:
+    """The first tick whose NVML utilization reached `util`: the job's loop had begun."""
+    return next(s.time for s in snaps if (s.devices[0].util_gpu or 0) >= util)
+
+
 def findings(snaps: list[Snapshot]) -> list[Finding]:
     return default_engine(plugins=False).run(snaps)
 

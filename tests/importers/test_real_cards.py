@@ -35,7 +35,8 @@ def test_the_card_as_nvidia_smi_q_describes_it_is_the_card_nvml_gave(card: str, 
 # The utilization nvidia-smi and NVML read a moment apart: the same, but for the copies.
 @pytest.mark.parametrize(("card", "name", "util"), [("h200-train", "healthy", (99, 99)),
                                                     ("h100-train", "healthy_eval", (100, 100)),
-                                                    ("h100-train", "copy_bound", (99, 100))])
+                                                    ("h100-train", "copy_bound", (99, 100)),
+                                                    ("h200-train", "copy_bound", (100, 100))])
 def test_the_card_mid_run_reads_as_the_recorder_read_it_that_second(
         card: str, name: str, util: tuple[int, int]) -> None:
     text = (FIXTURES / card / f"{name}.nvidia-smi-q.xml").read_text(encoding="utf-8")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
 
 import pytest
 from prometheus_client.exposition import choose_encoder
@@ -17,6 +16,7 @@ from prometheus_client.samples import Exemplar, Sample
 from gputop.export.prometheus import (
     ExportState,
     SnapshotCollector,
+    _Collected,
     _OpenMetricsView,
     negotiate,
     openmetrics,
@@ -31,14 +31,6 @@ ACCEPTS = [
     "application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.2",
     "application/openmetrics-text",
 ]
-
-
-class Listed:
-    def __init__(self, metrics: list[Metric]) -> None:
-        self.metrics = metrics
-
-    def collect(self) -> Iterator[Metric]:
-        return iter(self.metrics)
 
 
 def demo_collector() -> SnapshotCollector:
@@ -71,7 +63,7 @@ def test_openmetrics_is_prometheus_clients_byte_for_byte(accept: str) -> None:
     reg = CollectorRegistry(auto_describe=False)
     reg.register(demo_collector())
     for metrics in (list(_OpenMetricsView(reg).collect()), odd_metrics()):
-        theirs = encoder(Listed(metrics))  # type: ignore[arg-type]
+        theirs = encoder(_Collected(metrics))
         assert openmetrics(metrics) == theirs
         assert len(theirs) > 100
     body, headers = negotiate(reg, accept, None)
@@ -87,11 +79,6 @@ def test_what_it_does_not_write_prometheus_client_writes(odd: str) -> None:
     exemplar = Exemplar({"trace": "x"}, 1.0) if odd == "exemplar" else None
     m.samples.append(Sample(name, labels, 1.0, exemplar=exemplar))
     assert openmetrics([m]) is None
-
-    class One:
-        def collect(self) -> Iterator[Metric]:
-            yield m
-
     encoder, _ = choose_encoder(ACCEPTS[0])
-    body, _ = negotiate(One(), ACCEPTS[0], None)  # type: ignore[arg-type]
-    assert body == encoder(_OpenMetricsView(One()))  # type: ignore[arg-type]
+    body, _ = negotiate(_Collected([m]), ACCEPTS[0], None)
+    assert body == encoder(_OpenMetricsView(_Collected([m])))

@@ -165,7 +165,7 @@ def _plain_openmetrics(encoder: Callable[..., bytes]) -> bool:
 _LEGACY_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _LEGAL: set[str] = set()  # names seen to be of the legacy character set
 _GO: dict[Number, str] = {}  # floatToGoString's answers: a scrape repeats many values
-_GO_MAX = 4096
+_MEMO_MAX = 4096  # entries in each of the two
 
 
 def openmetrics(metrics: Iterable[Metric]) -> bytes | None:
@@ -190,29 +190,27 @@ def openmetrics(metrics: Iterable[Metric]) -> bytes | None:
             out.append(f"# UNIT {name} {m.unit}\n")
         for s in m.samples:
             if (s.exemplar is not None or getattr(s, "native_histogram", None) is not None
-                    or not (s.name in _LEGAL or _legal(s.name))):
+                    or not _legal(s.name)):
                 return None
             pairs = ""
             if s.labels:
                 known = written.get(id(s.labels))
                 if known is None:
-                    if not all(k in _LEGAL or _legal(k) for k in s.labels):
+                    if not all(map(_legal, s.labels)):
                         return None
                     pairs = ",".join([f'{k}="{_escape(v)}"' for k, v in sorted(s.labels.items())])
                     known = written[id(s.labels)] = (s.labels, "{" + pairs + "}")
                 pairs = known[1]
             v = s.value
-            if v is None:
-                value = ""
-            else:
-                # Not NaN (never equal to a key) nor a float zero (0.0 and -0.0 are one key)
-                value = go.get(v) if type(v) is int or (v == v and v) else None
-                if value is None:
-                    value = _go_float(v)
-                    if type(v) is int or (v == v and v):
-                        if len(go) >= _GO_MAX:
-                            go.clear()
-                        go[v] = value
+            # Not NaN (never equal to a key) nor a float zero (0.0 and -0.0 are one key)
+            keyed = v is not None and (type(v) is int or (v == v and v != 0))
+            value = go.get(v) if keyed else None
+            if value is None:
+                value = "" if v is None else _go_float(v)
+                if keyed:
+                    if len(go) >= _MEMO_MAX:
+                        go.clear()
+                    go[v] = value
             stamp = "" if s.timestamp is None else f" {s.timestamp}"
             out.append(f"{s.name}{pairs} {value}{stamp}\n")
     out.append("# EOF\n")
@@ -220,8 +218,11 @@ def openmetrics(metrics: Iterable[Metric]) -> bytes | None:
 
 
 def _legal(name: str) -> bool:
+    """Whether `name` is of the legacy character set of metric and label names."""
+    if name in _LEGAL:
+        return True
     if _LEGACY_NAME.fullmatch(name):
-        if len(_LEGAL) < _GO_MAX:
+        if len(_LEGAL) < _MEMO_MAX:
             _LEGAL.add(name)
         return True
     return False
@@ -268,7 +269,7 @@ def _go_float(v: Number) -> str:
 
 
 def _number(v: Number) -> str:
-    return str(v) if isinstance(v, int) else str(floatToGoString(v))  # type: ignore[no-untyped-call]
+    return str(v) if isinstance(v, int) else _go_float(v)
 
 
 class _Families:

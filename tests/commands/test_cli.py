@@ -47,6 +47,24 @@ def test_once_prints_every_gpu_and_process(capsys: pytest.CaptureFixture[str]) -
         assert f" {pid} " in out
 
 
+def test_once_table_asks_the_driver_only_what_it_shows(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # NVLink, the topology, max clocks, ECC... are in --json, not in the table: a one-shot
+    # table of an 8-GPU node makes about 200 driver calls where the whole Snapshot takes 2,000.
+    with FakeNvml([node(8, links=18)]) as fake:
+        assert main(["--once"]) == 0
+    table = sum(fake.calls.values())
+    assert fake.calls["nvmlDeviceGetNvLinkState"] == 0
+    assert fake.calls["nvmlDeviceGetMaxClockInfo"] == 0
+    assert capsys.readouterr().out.count("NVIDIA H100 80GB HBM3") == 8
+    with FakeNvml([node(8, links=18)]) as fake:
+        assert main(["--once", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert fake.calls["nvmlDeviceGetNvLinkState"] > 0
+    assert doc["devices"][0]["clock_sm_max"] == 1980 and len(doc["links"]) == 8 * 18
+    assert table * 4 < sum(fake.calls.values())
+
+
 def test_once_json_is_the_documented_snapshot(capsys: pytest.CaptureFixture[str]) -> None:
     with FakeNvml([node(2)]):
         assert main(["--once", "--json"]) == 0

@@ -433,6 +433,60 @@ def test_prime_makes_the_first_call_of_each_fast_entry_point_on_one_gpu_only() -
     assert [d.util_gpu for d in tick.devices] == [d.util_gpu for d in snaps[0].devices]
 
 
+# What a one-shot's table shows (ui.view.table), and the entry points the rest takes.
+TABLE_FIELDS = ("util_gpu", "sm_active", "mem_used", "mem_total", "temp_gpu", "power_draw",
+                "power_limit", "clock_sm", "throttle", "mig_enabled")
+NOT_IN_THE_TABLE = ("nvmlDeviceGetMaxClockInfo", "nvmlDeviceGetPcieThroughput",
+                    "nvmlDeviceGetTemperatureThreshold", "nvmlDeviceGetEccMode",
+                    "nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetEncoderUtilization",
+                    "nvmlDeviceGetDecoderUtilization", "nvmlDeviceGetFieldValues",
+                    "nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetMaxPcieLinkGeneration",
+                    "nvmlDeviceGetNvLinkState", "nvmlDeviceGetNvLinkErrorCounter",
+                    "nvmlDeviceGetNvLinkRemotePciInfo_v2", "nvmlDeviceGetP2PStatus",
+                    "nvmlDeviceGetMarginTemperature", "nvmlDeviceGetRemappedRows")
+
+
+@pytest.mark.parametrize("gpm", [True, False])
+def test_a_brief_source_reads_what_a_one_shots_table_shows_and_nothing_more(gpm: bool) -> None:
+    over = {} if gpm else {"sm_active": Missing("unsupported"), "gr_active": Missing("unsupported")}
+    snaps = [node(2, time=1000.0 + t, links=18, **over) for t in range(2)]
+    with FakeNvml(snaps) as fake:
+        src = NvmlSource(brief=True)
+        src.open()
+        src.prime(1000.0)
+        tick = src.poll(1000.2)
+        src.close()
+    for d in tick.devices:
+        want = snaps[0].devices[d.index]
+        for name in TABLE_FIELDS:
+            got, wanted = getattr(d, name), getattr(want, name)
+            if isinstance(wanted, Missing):
+                got, wanted = getattr(got, "reason", got), wanted.reason
+            assert got == wanted, name
+        # Not read, and said so. PCIe traffic comes with GPM's samples where GPM is there.
+        for name in ("clock_sm_max", "temp_slowdown", "temp_margin", "pcie_gen", "ecc_corrected",
+                     "enc_util", "energy_j", "persistence_mode", *(() if gpm else ("pcie_rx",))):
+            assert getattr(d, name) == Missing("pending"), name
+    assert {(p.pid, p.gpu_mem, p.sm_util) for p in tick.processes} == {
+        (p.pid, p.gpu_mem, p.sm_util) for p in snaps[0].processes}
+    assert tick.links == [] and src.topology is None
+    assert {name: fake.calls[name] for name in NOT_IN_THE_TABLE} == dict.fromkeys(
+        NOT_IN_THE_TABLE, 0)
+
+
+def test_a_full_source_makes_the_calls_a_brief_one_leaves_out() -> None:
+    # The other side of the test above: without `brief` every one of those is asked.
+    snaps = [node(2, time=1000.0 + t, links=18, sm_active=Missing("unsupported"),
+                  gr_active=Missing("unsupported")) for t in range(2)]
+    with FakeNvml(snaps) as fake:
+        src = NvmlSource()
+        src.open()
+        src.prime(1000.0)
+        src.poll(1000.2)
+        src.close()
+    assert all(fake.calls[name] > 0 for name in NOT_IN_THE_TABLE), fake.calls
+
+
 def test_slow_metrics_are_read_on_the_slow_cadence_only() -> None:
     snaps = series(10)
     with FakeNvml(snaps) as fake:

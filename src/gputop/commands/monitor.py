@@ -190,7 +190,8 @@ def run_once(args: argparse.Namespace, out: TextIO, cpu_start: CpuStart | None =
         feed.skip(120)  # two minutes in: training is running
         snap = feed.poll_once()
     else:
-        poller = live_poller(args.devices)
+        # The table reads what it shows; --json is the whole Snapshot.
+        poller = live_poller(args.devices, brief=not args.json)
         try:
             # Rates need two readings of their counters: the first is taken now and the second
             # by the poll, with no poll in between. The wait is the host's CPU share's (0.2 s

@@ -17,12 +17,14 @@ if TYPE_CHECKING:
 
 
 def live_poller(devices: set[int] | None = None, *, slow_interval: float = 5.0,
-                background: bool = False) -> Poller:
+                background: bool = False, brief: bool = False) -> Poller:
     """A Poller over every GPU backend this machine may have, and the host. With `background`,
-    a poll does not wait for the slow NVML calls (the dashboard)."""
+    a poll does not wait for the slow NVML calls (the dashboard); `brief`, NVIDIA GPUs are read
+    for what a one-shot's table shows (NvmlSource)."""
     from gputop.sources.nvml import NvmlSource
 
-    sources: list[GpuSource] = [NvmlSource(slow_interval=slow_interval, background=background)]
+    sources: list[GpuSource] = [NvmlSource(slow_interval=slow_interval, background=background,
+                                           brief=brief)]
     try:
         from gputop.sources.amd import AmdSource
     except ImportError:

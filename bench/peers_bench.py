@@ -293,6 +293,13 @@ def fake_node(fake: Path, work: Path, pidfile: Path, no_cost: bool,
     return {"LD_LIBRARY_PATH": str(lib), "FAKE_NVML_SCENARIO": str(scenario)}
 
 
+def stop_node(fake: Path, pidfile: Path) -> None:
+    """Ends the dummy processes `fake_node` started, if it started them."""
+    if pidfile.exists():
+        subprocess.run([sys.executable, str(fake / "tools" / "mkscenario.py"), "--kill",
+                        str(pidfile)])
+
+
 def median(xs: list[float]) -> str:
     xs = [x for x in xs if x == x]
     if not xs:
@@ -401,9 +408,7 @@ def main() -> int:
                 add(tool, "serve", cpu)
                 add(tool, "rss_serve", hwm / 1024)
     finally:
-        if pidfile.exists():
-            subprocess.run([sys.executable, str(fake / "tools" / "mkscenario.py"), "--kill",
-                            str(pidfile)])
+        stop_node(fake, pidfile)
         shutil.rmtree(work, ignore_errors=True)
 
     rows = [

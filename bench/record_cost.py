@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peers_bench import UNSET, fake_node, tree
+from peers_bench import _environ, fake_node, stop_node, tree
 
 VARIANTS = {
     "command": "gputop --record",
@@ -128,7 +128,7 @@ def calls_alone(interval: float) -> None:
 def run(env: dict[str, str], gputop: list[str], work: Path, duration: float,
         warm: float) -> dict[str, float]:
     """ms of CPU a second of each variant, all started at once."""
-    full = {**{k: v for k, v in os.environ.items() if k not in UNSET}, **env}
+    full = _environ(env)
     procs: dict[str, subprocess.Popen[bytes]] = {}
     for name in VARIANTS:
         path = str(work / f"{name}-{time.monotonic_ns()}.gputop")
@@ -194,11 +194,7 @@ def main() -> int:
                 print(f"run {i + 1}: " + ", ".join(f"{name} {ms:.2f}" for name, ms in
                                                    got.items()), file=sys.stderr)
         finally:
-            for pid in pidfile.read_text().split() if pidfile.exists() else []:
-                try:
-                    os.kill(int(pid), signal.SIGTERM)
-                except (OSError, ValueError):
-                    pass
+            stop_node(fake, pidfile)
     print(f"The headless recorder at 1 s over the fake 8x H100 node with the driver's costs; "
           f"{args.runs} runs of {args.duration:g} s after {args.warm:g} s, every variant at "
           "once (median, range)\n")

@@ -171,8 +171,8 @@ _MEMO_MAX = 4096  # entries in each of the two
 def openmetrics(metrics: Iterable[Metric]) -> bytes | None:
     """OpenMetrics 1.0 text, byte for byte as prometheus_client's writer gives it (labels
     sorted, every value through floatToGoString, `# EOF` last) with the default escaping, but
-    in an eighth of the time: it escapes each sample's name a character at a time, 18 ms a
-    scrape of 8 GPUs (Prometheus asks for OpenMetrics) against 2.3 here. None where the metrics hold
+    in a tenth of the time: it escapes each sample's name a character at a time, 18 ms a
+    scrape of 8 GPUs (Prometheus asks for OpenMetrics) against 1.6 here. None where the metrics hold
     what this writer does not write: a name outside the legacy character set (which the
     escaping would change), an exemplar, a native histogram."""
     out: list[str] = []

@@ -731,8 +731,7 @@ class NvmlSource:
         for dev in self.devices:
             if dev.lost is None:
                 try:
-                    if not self.brief:
-                        self._read_fields(dev, dict(dev.slow), now)
+                    self._read_fields(dev, dict(dev.slow), now)
                     self._read_gpm(dev, dict(dev.slow), now)
                     self.primed_processes += self._processes(dev)
                 except _Lost as e:
@@ -796,8 +795,7 @@ class NvmlSource:
                 continue
             try:
                 s = dict(dev.slow)
-                if not self.brief:
-                    self._read_fields(dev, s, now)
+                self._read_fields(dev, s, now)
                 self._read_gpm(dev, s, now)
             except _Lost as e:
                 self._lose(dev, now, str(e))
@@ -1144,6 +1142,8 @@ class NvmlSource:
         microseconds of CPU on an H100 (driver 580), where nvmlDeviceGetTotalEnergyConsumption
         costs 2.7 ms: the energy counter is read here, and through that call only on a GPU
         whose fields lack it."""
+        if self.brief:
+            return  # none of it shows in a one-shot's table
         n, h = self.nvml, dev.handle
         ids = dev.field_ids
         if not ids:
